@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Build the lab's systemd node image from Debian packages (no image registry needed).
+#
+#   lab/build-image.sh [debian12|debian13]...
+#
+# The image stands in for a freshly installed GPU server: systemd, Python for Ansible and
+# nothing else. Every role installs what it needs itself. The Debian mirror is taken from this
+# machine's own apt configuration at build time; no host name is written into the repository.
+# Images are labelled with a hash of their recipe, so an unchanged recipe is not rebuilt
+# (FORCE=1 rebuilds).
+set -euo pipefail
+
+IMAGE_REPO=${LAB_IMAGE_REPO:-gpucluster-lab}
+COMPONENTS="main contrib non-free non-free-firmware"
+PACKAGES="systemd,systemd-sysv,dbus,iproute2,iputils-ping,procps,kmod,ca-certificates,gnupg,python3,python3-apt,sudo"
+
+die() { echo "build-image: $*" >&2; exit 1; }
+
+suite_of() {
+  case "$1" in
+    debian12) echo bookworm ;;
+    debian13) echo trixie ;;
+    *) die "unknown image '$1' (accepted: debian12, debian13)" ;;
+  esac
+}
+
+ensure_mmdebstrap() {
+  command -v mmdebstrap >/dev/null && return
+  echo "build-image: installing mmdebstrap from Debian" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+}
+
+mirror_uris() {
+  # "URI SUITE" pairs known to this machine's apt; the first non-security and first security URI.
+  local targets
+  targets=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | sort -u)
+  MAIN_URI=$(awk '$2 !~ /-security$/ {print $1; exit}' <<<"$targets")
+  SEC_URI=$(awk '$2 ~ /-security$/ {print $1; exit}' <<<"$targets")
+  [[ -n "$MAIN_URI" ]] || die "no Debian archive found in this machine's apt sources (run apt-get update?)"
+}
+
+build() {
+  local name=$1 suite image recipe work
+  suite=$(suite_of "$name")
+  image="$IMAGE_REPO:$name"
+  recipe=$( { cat "$0"; echo "$suite|$COMPONENTS|$PACKAGES"; } | sha256sum | cut -c1-16)
+  if [[ "${FORCE:-0}" != 1 ]] &&
+     [[ "$(docker image inspect -f '{{ index .Config.Labels "gpucluster.lab.recipe" }}' "$image" 2>/dev/null)" == "$recipe" ]]; then
+    echo "build-image: $image is current (recipe $recipe)"
+    return
+  fi
+  ensure_mmdebstrap
+  mirror_uris
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gpucluster-image.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$work'" RETURN
+  {
+    printf 'Types: deb\nURIs: %s\nSuites: %s %s-updates\nComponents: %s\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$MAIN_URI" "$suite" "$suite" "$COMPONENTS"
+    if [[ -n "$SEC_URI" ]]; then
+      printf '\nTypes: deb\nURIs: %s\nSuites: %s-security\nComponents: %s\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$SEC_URI" "$suite" "$COMPONENTS"
+    fi
+  } >"$work/debian.sources"
+  echo "build-image: building $image from Debian $suite" >&2
+  # Hooks: keep one sources file under its usual name; every container gets its own machine-id;
+  # no gettys; empty apt lists dated 1970 so that the first apt task really updates them.
+  mmdebstrap --variant=apt --mode=root --quiet \
+    --include="$PACKAGES" \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --customize-hook='mv "$1/etc/apt/sources.list.d/0000debian.sources" "$1/etc/apt/sources.list.d/debian.sources"' \
+    --customize-hook=': > "$1/etc/machine-id"; rm -f "$1/var/lib/dbus/machine-id" "$1/etc/hostname"' \
+    --customize-hook='chroot "$1" systemctl mask getty.target console-getty.service systemd-firstboot.service' \
+    --skip=cleanup/apt \
+    --customize-hook='rm -rf "$1"/var/lib/apt/lists/*_* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb; touch -d @0 "$1/var/lib/apt/lists"' \
+    "$suite" "$work/rootfs.tar" "$work/debian.sources"
+  docker import \
+    -c 'CMD ["/lib/systemd/systemd"]' \
+    -c 'ENV container=docker' \
+    -c "LABEL gpucluster.lab.recipe=$recipe gpucluster.lab.suite=$suite" \
+    "$work/rootfs.tar" "$image" >/dev/null
+  echo "build-image: built $image (recipe $recipe)"
+}
+
+command -v docker >/dev/null || die "docker is not installed (make lab installs it: see README)"
+docker info >/dev/null 2>&1 || die "the Docker daemon does not answer (make lab starts one: see README)"
+[[ $# -gt 0 ]] || set -- debian12 debian13
+for name in "$@"; do build "$name"; done
