@@ -1,0 +1,386 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU health rules: parsed nvidia-smi records, PCI and kernel-log findings in, verdict out.
+
+Pure code, no I/O, no Ansible imports: the ``gpu_facts`` module and the node health program
+(``gpucluster-health``, installed by roles/health_check) both call :func:`build_facts`, so a node
+drains in Slurm for exactly the reasons Ansible reports. Python 3.9+.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from .gpu_kernel_log import format_epoch, pci_matches
+from .gpu_smi_xml import THROTTLE_NORMAL
+
+STATUSES = ('ok', 'warning', 'critical', 'unknown')
+SEVERITIES = ('info', 'warning', 'critical', 'unknown')
+# Node status from issue severities: critical beats warning beats unknown; info never counts.
+_RANK = {'ok': 0, 'unknown': 1, 'warning': 2, 'critical': 3}
+EXIT_CODES = {'ok': 0, 'warning': 1, 'critical': 2, 'unknown': 3}
+STATUS_VALUES = {'ok': 0, 'warning': 1, 'critical': 2, 'unknown': 3}
+
+HW_SLOWDOWN_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown')
+
+DEFAULT_THRESHOLDS = {
+    # Warn when a GPU is this close (deg C) to the slowdown temperature the driver reports.
+    'temperature_margin_c': 5,
+    # Lifetime correctable ECC counts that mark a GPU for attention.
+    'sram_correctable_max': 10000,
+    'dram_correctable_max': 20000000,
+    # Pre-Ampere page retirement: SBE+DBE retired pages at which the board is due for replacement.
+    'retired_pages_max': 60,
+    # Ampere+ row remapping: uncorrectable remaps beyond which the board is due for RMA.
+    'remapped_rows_uncorrectable_max': 512,
+    # Severity of a PCIe link trained narrower than its maximum.
+    'pcie_width_severity': 'warning',
+    # PCIe generation is judged only at or above this GPU utilisation (idle GPUs downshift).
+    'pcie_gen_load_pct': 50,
+    # Severity of persistence mode off: 'warning', 'info' or 'ignore'.
+    'persistence_mode_severity': 'warning',
+    # Severity of an active HW slowdown / HW thermal / HW power brake clock event reason.
+    'hw_slowdown_severity': 'critical',
+    # Xid codes never reported (for example a site that accepts Xid 94 contained errors).
+    'xid_ignore': [],
+}
+_SEVERITY_OPTIONS = {
+    'pcie_width_severity': ('info', 'warning', 'critical', 'ignore'),
+    'persistence_mode_severity': ('info', 'warning', 'critical', 'ignore'),
+    'hw_slowdown_severity': ('info', 'warning', 'critical', 'ignore'),
+}
+
+
+class ThresholdError(ValueError):
+    pass
+
+
+def merge_thresholds(overrides=None):
+    """Defaults with the overrides that are set (None means 'keep the default'); validated."""
+    merged = dict(DEFAULT_THRESHOLDS)
+    for key, value in (overrides or {}).items():
+        if key not in DEFAULT_THRESHOLDS:
+            raise ThresholdError('unknown threshold %r; known: %s' % (key, ', '.join(sorted(DEFAULT_THRESHOLDS))))
+        if value is not None:
+            merged[key] = value
+    for key, choices in _SEVERITY_OPTIONS.items():
+        if merged[key] not in choices:
+            raise ThresholdError('threshold %s=%r; accepted: %s' % (key, merged[key], ', '.join(choices)))
+    for key in ('temperature_margin_c', 'sram_correctable_max', 'dram_correctable_max', 'retired_pages_max',
+                'remapped_rows_uncorrectable_max', 'pcie_gen_load_pct'):
+        if isinstance(merged[key], bool) or not isinstance(merged[key], (int, float)) or merged[key] < 0:
+            raise ThresholdError('threshold %s=%r; accepted: a number >= 0' % (key, merged[key]))
+    try:
+        merged['xid_ignore'] = sorted(set(int(x) for x in (merged['xid_ignore'] or [])))
+    except (TypeError, ValueError):
+        raise ThresholdError('threshold xid_ignore=%r; accepted: a list of Xid numbers' % (merged['xid_ignore'],))
+    return merged
+
+
+def make_issue(gpu, check, severity, message):
+    return {'gpu': gpu, 'check': check, 'severity': severity, 'message': message}
+
+
+def worst_status(issues):
+    status = 'ok'
+    for item in issues:
+        sev = item['severity']
+        if sev in _RANK and _RANK[sev] > _RANK[status]:
+            status = sev
+    return status
+
+
+def _gt(value, limit):
+    return value is not None and value > limit
+
+
+def _label(dev):
+    return 'GPU %s (%s)' % (dev.get('index'), dev.get('pci_address') or dev.get('pci_bus_id') or 'unknown PCI address')
+
+
+def check_ecc(dev, th):
+    issues = []
+    ecc = dev.get('ecc_errors') or {}
+    gpu = dev.get('index')
+    if _gt(ecc.get('volatile_dbe'), 0):
+        issues.append(make_issue(gpu, 'ecc_uncorrectable', 'critical',
+                                 '%s: %s uncorrectable ECC error(s) since the last driver load; reset the GPU'
+                                 % (_label(dev), ecc['volatile_dbe'])))
+    if _gt(ecc.get('aggregate_sram_uncorrectable'), 0):
+        issues.append(make_issue(gpu, 'ecc_sram_uncorrectable', 'critical',
+                                 '%s: %s uncorrectable SRAM ECC error(s) recorded over its lifetime; RMA candidate'
+                                 % (_label(dev), ecc['aggregate_sram_uncorrectable'])))
+    elif _gt(ecc.get('aggregate_dbe'), 0) and not _gt(ecc.get('volatile_dbe'), 0) \
+            and ecc.get('aggregate_sram_uncorrectable') is None and ecc.get('aggregate_dram_uncorrectable') is None:
+        # Only a total, no SRAM/DRAM split: the location (and so the remedy) is unknown.
+        issues.append(make_issue(gpu, 'ecc_uncorrectable_history', 'warning',
+                                 '%s: %s uncorrectable ECC error(s) recorded over its lifetime'
+                                 % (_label(dev), ecc['aggregate_dbe'])))
+    if _gt(ecc.get('aggregate_sram_correctable'), th['sram_correctable_max']):
+        issues.append(make_issue(gpu, 'ecc_correctable', 'warning',
+                                 '%s: %s correctable SRAM ECC errors (limit %s)'
+                                 % (_label(dev), ecc['aggregate_sram_correctable'], th['sram_correctable_max'])))
+    if _gt(ecc.get('aggregate_dram_correctable'), th['dram_correctable_max']):
+        issues.append(make_issue(gpu, 'ecc_correctable', 'warning',
+                                 '%s: %s correctable DRAM ECC errors (limit %s)'
+                                 % (_label(dev), ecc['aggregate_dram_correctable'], th['dram_correctable_max'])))
+    return issues
+
+
+def check_retired_pages(dev, th):
+    issues = []
+    pages = dev.get('retired_pages') or {}
+    gpu = dev.get('index')
+    if pages.get('pending'):
+        issues.append(make_issue(gpu, 'retired_pages_pending', 'critical',
+                                 '%s: page retirement pending; reboot or reset the GPU to retire the pages'
+                                 % _label(dev)))
+    total = (pages.get('sbe') or 0) + (pages.get('dbe') or 0)
+    if total >= th['retired_pages_max'] and total > 0:
+        issues.append(make_issue(gpu, 'retired_pages', 'critical',
+                                 '%s: %s retired pages (limit %s); replace the board'
+                                 % (_label(dev), total, th['retired_pages_max'])))
+    elif _gt(pages.get('dbe'), 0):
+        issues.append(make_issue(gpu, 'retired_pages', 'warning',
+                                 '%s: %s page(s) retired after double-bit errors' % (_label(dev), pages['dbe'])))
+    return issues
+
+
+def check_remapped_rows(dev, th):
+    issues = []
+    rows = dev.get('remapped_rows') or {}
+    gpu = dev.get('index')
+    if rows.get('pending'):
+        issues.append(make_issue(gpu, 'row_remap_pending', 'critical',
+                                 '%s: row remapping pending; reset the GPU to activate it' % _label(dev)))
+    if rows.get('failure'):
+        issues.append(make_issue(gpu, 'row_remap_failure', 'critical',
+                                 '%s: row remapping failed (no spare rows left); RMA' % _label(dev)))
+    if _gt(rows.get('uncorrectable'), th['remapped_rows_uncorrectable_max']):
+        issues.append(make_issue(gpu, 'row_remap_uncorrectable', 'critical',
+                                 '%s: %s rows remapped after uncorrectable errors (limit %s)'
+                                 % (_label(dev), rows['uncorrectable'], th['remapped_rows_uncorrectable_max'])))
+    return issues
+
+
+def check_pcie(dev, th):
+    issues = []
+    link = dev.get('pcie') or {}
+    gpu = dev.get('index')
+    cur, top = link.get('width_current'), link.get('width_max')
+    if th['pcie_width_severity'] != 'ignore' and cur is not None and top is not None and cur < top:
+        issues.append(make_issue(gpu, 'pcie_width', th['pcie_width_severity'],
+                                 '%s: PCIe link x%s, capable of x%s' % (_label(dev), cur, top)))
+    gen, gen_max = link.get('gen_current'), link.get('gen_max')
+    util = dev.get('utilization_gpu_pct')
+    if gen is not None and gen_max is not None and gen < gen_max and util is not None \
+            and util >= th['pcie_gen_load_pct']:
+        issues.append(make_issue(gpu, 'pcie_gen', 'warning',
+                                 '%s: PCIe gen %s under load (%s%% busy), capable of gen %s'
+                                 % (_label(dev), gen, util, gen_max)))
+    return issues
+
+
+def check_clock_events(dev, th):
+    issues = []
+    gpu = dev.get('index')
+    active = dev.get('clocks_event_reasons_active') or []
+    hw = [r for r in active if r in HW_SLOWDOWN_REASONS]
+    other = [r for r in active if r not in HW_SLOWDOWN_REASONS and r not in THROTTLE_NORMAL]
+    if hw and th['hw_slowdown_severity'] != 'ignore':
+        issues.append(make_issue(gpu, 'clocks_hw_slowdown', th['hw_slowdown_severity'],
+                                 '%s: clocks held down by %s' % (_label(dev), ', '.join(hw))))
+    if other:
+        issues.append(make_issue(gpu, 'clocks_event', 'warning',
+                                 '%s: clocks held down by %s' % (_label(dev), ', '.join(other))))
+    return issues
+
+
+def check_temperature(dev, th):
+    gpu = dev.get('index')
+    temp, slow = dev.get('temperature_c'), dev.get('slowdown_temperature_c')
+    if temp is None or slow is None:
+        return []
+    if temp >= slow:
+        return [make_issue(gpu, 'temperature', 'critical',
+                           '%s: %s C, at or above its slowdown temperature %s C' % (_label(dev), temp, slow))]
+    if slow - temp <= th['temperature_margin_c']:
+        return [make_issue(gpu, 'temperature', 'warning',
+                           '%s: %s C, within %s C of its slowdown temperature %s C'
+                           % (_label(dev), temp, th['temperature_margin_c'], slow))]
+    return []
+
+
+def check_persistence(dev, th):
+    severity = th['persistence_mode_severity']
+    if severity == 'ignore' or dev.get('persistence_mode') is not False:
+        return []
+    return [make_issue(dev.get('index'), 'persistence_mode', severity,
+                       '%s: persistence mode is off (enable nvidia-persistenced)' % _label(dev))]
+
+
+DEVICE_CHECKS = (check_ecc, check_retired_pages, check_remapped_rows, check_pcie, check_clock_events,
+                 check_temperature, check_persistence)
+
+
+def check_device(dev, thresholds=None):
+    th = thresholds if thresholds is not None else merge_thresholds()
+    issues = []
+    for check in DEVICE_CHECKS:
+        issues.extend(check(dev, th))
+    return issues
+
+
+def check_driver(snapshot):
+    smi = snapshot.get('smi') or {}
+    pci = snapshot.get('pci_addresses')
+    if smi.get('failure'):
+        failure = smi['failure']
+        return [make_issue(None, 'driver', failure['severity'],
+                           'nvidia-smi failed (%s): %s' % (failure['reason'], failure['message']))]
+    if smi.get('xml_error'):
+        return [make_issue(None, 'driver', 'unknown', 'nvidia-smi output unusable: %s' % smi['xml_error'])]
+    if not smi.get('found') and pci:
+        return [make_issue(None, 'driver', 'critical',
+                           'nvidia-smi not found, but %d NVIDIA GPU(s) are on the PCI bus (%s)'
+                           % (len(pci), ', '.join(pci)))]
+    return []
+
+
+def check_count(count, expected_count, pci_addresses, devices, driver_answered):
+    issues = []
+    if expected_count:
+        if count < expected_count:
+            issues.append(make_issue(None, 'gpu_count', 'critical',
+                                     '%d GPU(s) visible to the driver, %d expected' % (count, expected_count)))
+        elif count > expected_count:
+            issues.append(make_issue(None, 'gpu_count', 'warning',
+                                     '%d GPU(s) visible to the driver, only %d expected (inventory out of date?)'
+                                     % (count, expected_count)))
+    if driver_answered and pci_addresses is not None and len(pci_addresses) > count:
+        known = set(d.get('pci_address') for d in devices)
+        missing = [a for a in pci_addresses if a not in known]
+        issues.append(make_issue(None, 'gpu_pci_count', 'critical',
+                                 '%d NVIDIA GPU(s) on the PCI bus, %d visible to the driver (fell off the bus?)%s'
+                                 % (len(pci_addresses), count,
+                                    ': not seen ' + ', '.join(missing) if missing else '')))
+    return issues
+
+
+def _gpu_for_pci(devices, pci):
+    for dev in devices:
+        if pci_matches(pci, dev.get('pci_address')):
+            return dev.get('index')
+    return None
+
+
+def summarize_events(events, devices, thresholds):
+    """Group kernel events by (kind, code, PCI address): counts for the facts and the metrics."""
+    ignore = set(thresholds['xid_ignore'])
+    groups = {}
+    order = []
+    for event in events:
+        if event['kind'] == 'xid' and event['code'] in ignore:
+            continue
+        key = (event['kind'], event['code'], event['pci'])
+        if key not in groups:
+            groups[key] = {
+                'kind': event['kind'], 'xid': event['code'], 'pci': event['pci'],
+                'gpu': _gpu_for_pci(devices, event['pci']) if event['kind'] != 'sxid' else None,
+                'class': event['class'], 'severity': event['severity'], 'count': 0,
+                'first_seen': None, 'last_seen': None, 'message': event['message'],
+            }
+            order.append(key)
+        group = groups[key]
+        group['count'] += 1
+        stamp = format_epoch(event.get('epoch'))
+        if stamp:
+            group['first_seen'] = group['first_seen'] or stamp
+            group['last_seen'] = stamp
+        group['message'] = event['message']
+    return [groups[k] for k in order]
+
+
+def check_xid(kernel, summary, window_minutes):
+    if kernel is None or kernel.get('error'):
+        reason = (kernel or {}).get('error') or 'no kernel log source'
+        return [make_issue(None, 'xid', 'info', 'Xid check skipped: kernel log not readable (%s)' % reason)]
+    issues = []
+    has_nvlink_xid = any(g['kind'] == 'xid' and g['xid'] == 74 for g in summary)
+    for group in summary:
+        where = 'GPU %s (%s)' % (group['gpu'], group['pci']) if group['gpu'] is not None else 'PCI %s' % group['pci']
+        if group['kind'] == 'xid':
+            text = '%s: Xid %s (%s class) x%d in the last %d min: %s' % (
+                where, group['xid'], group['class'], group['count'], window_minutes, group['message'])
+            issues.append(make_issue(group['gpu'], 'xid', group['severity'], text))
+        elif group['kind'] == 'sxid':
+            text = 'NVSwitch %s: SXid %s x%d in the last %d min%s' % (
+                group['pci'], group['xid'], group['count'], window_minutes,
+                ' (with Xid 74 on a GPU: suspect the NVSwitch)' if has_nvlink_xid else '')
+            issues.append(make_issue(None, 'sxid', group['severity'], text))
+        elif group['kind'] == 'fallen_off_bus':
+            issues.append(make_issue(group['gpu'], 'xid', 'critical',
+                                     '%s: GPU has fallen off the bus (kernel log)' % where))
+        else:
+            issues.append(make_issue(group['gpu'], 'xid', 'critical',
+                                     '%s: driver failed to initialise the GPU x%d (RmInitAdapter failed)'
+                                     % (where, group['count'])))
+    return issues
+
+
+def build_facts(snapshot, expected_count=None, thresholds=None, window_minutes=120):
+    """Facts and verdict for one host.
+
+    ``snapshot`` (from gpu_probe.collect or a test): ``smi`` {found, path, failure, xml_error},
+    ``parsed`` (parse_nvidia_smi_xml result or None), ``pci_addresses`` (list, or None when sysfs
+    is not readable), ``kernel`` {source, events (already in the window), error}.
+    """
+    th = thresholds if thresholds is not None else merge_thresholds()
+    smi = snapshot.get('smi') or {}
+    parsed = snapshot.get('parsed') or {}
+    devices = parsed.get('devices') or []
+    pci = snapshot.get('pci_addresses')
+    kernel = snapshot.get('kernel')
+    count = len(devices)
+    driver_answered = bool(parsed) and not smi.get('failure')
+
+    issues = check_driver(snapshot)
+    issues.extend(check_count(count, expected_count, pci, devices, driver_answered or bool(parsed)))
+    for dev in devices:
+        issues.extend(check_device(dev, th))
+    events = (kernel or {}).get('events') or []
+    summary = summarize_events(events, devices, th)
+    issues.extend(check_xid(kernel, summary, window_minutes))
+
+    skipped = []
+    if kernel is None or kernel.get('error'):
+        skipped.append('xid')
+    if pci is None:
+        skipped.append('gpu_pci_count')
+    present = bool(count or pci or smi.get('found'))
+    status = worst_status(issues)
+    if not present and status == 'ok':
+        issues = [i for i in issues if i['check'] != 'xid']
+        skipped = [s for s in skipped if s != 'xid']
+    return {
+        'present': present,
+        'source': 'nvidia-smi' if smi.get('found') else 'none',
+        'nvidia_smi_path': smi.get('path'),
+        'driver_version': parsed.get('driver_version'),
+        'cuda_version': parsed.get('cuda_version'),
+        'attached_gpus': parsed.get('attached_gpus'),
+        'count': count,
+        'expected_count': expected_count or None,
+        'pci_count': len(pci) if pci is not None else None,
+        'pci_devices': pci,
+        'devices': devices,
+        'xid_window_minutes': window_minutes,
+        'kernel_log_source': (kernel or {}).get('source'),
+        'xid_events': summary,
+        'health': {
+            'status': status,
+            'issues': issues,
+            'checks_skipped': skipped,
+        },
+    }
+
+
+def exit_code(status):
+    return EXIT_CODES.get(status, 3)

@@ -1,0 +1,127 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node health program (roles/health_check), installed the way the role installs it."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+MODULE_UTILS = os.path.join(REPO, 'plugins', 'module_utils')
+ROLE = os.path.join(REPO, 'roles', 'health_check')
+SMALL = os.path.join(REPO, 'tests', 'unit', 'fixtures', 'gpu', 'two_gpus_v13_out_of_order.xml')
+
+
+def test_role_installs_every_gpu_module_util():
+    with open(os.path.join(ROLE, 'vars', 'main.yml')) as handle:
+        installed = yaml.safe_load(handle)['__health_check_modules']
+    present = sorted(os.path.basename(p) for p in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')))
+    assert sorted(installed) == present
+
+
+def test_module_utils_have_no_ansible_imports():
+    for path in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')):
+        with open(path) as handle:
+            text = handle.read()
+        assert 'import ansible' not in text and 'from ansible' not in text, path
+
+
+@pytest.fixture
+def program(tmp_path):
+    lib = tmp_path / 'lib'
+    package = lib / 'gpucluster_health'
+    package.mkdir(parents=True)
+    for path in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')):
+        shutil.copy(path, str(package))
+    shutil.copy(os.path.join(ROLE, 'files', 'gpucluster_health_cli.py'), str(package / 'cli.py'))
+    (package / '__init__.py').write_text('')
+    sysfs = tmp_path / 'sys' / 'bus' / 'pci' / 'devices'
+    sysfs.mkdir(parents=True)
+    smi = tmp_path / 'nvidia-smi'
+    smi.write_text('#!/bin/sh\ncat "%s"\n' % SMALL)
+    smi.chmod(0o755)
+    log = tmp_path / 'kern.log'
+    log.write_text('')
+    config = tmp_path / 'health.json'
+    config.write_text(json.dumps({'_managed': 'test', 'nvidia_smi_path': str(smi), 'expected_count': 2,
+                                  'thresholds': {'temperature_margin_c': 5}, 'kernel_log_path': str(log),
+                                  'sysfs_root': str(tmp_path / 'sys')}))
+
+    def run(*args):
+        code = ('import sys; sys.path.insert(0, %r); from gpucluster_health.cli import main; sys.exit(main())'
+                % str(lib))
+        proc = subprocess.run([sys.executable, '-c', code] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, check=False, universal_newlines=True)
+        return proc.returncode, proc.stdout, proc.stderr
+    run.config = str(config)
+    run.tmp = tmp_path
+    run.log = log
+    return run
+
+
+def test_ok_verdict_json(program):
+    rc, out, err = program('--config', program.config)
+    report = json.loads(out)
+    assert rc == 0, err
+    assert report['status'] == 'ok' and report['exit_code'] == 0 and report['issues'] == []
+    assert report['gpu']['count'] == 2 and report['gpu']['expected_count'] == 2
+    assert set(report) == {'status', 'exit_code', 'host', 'timestamp', 'issues', 'checks_skipped', 'gpu'}
+
+
+def test_critical_exit_code_and_summary(program):
+    rc, out, err = program('--config', program.config, '--expected-count', '4', '--format', 'summary')
+    assert rc == 2
+    assert out == 'gpucluster-health critical: 2 GPU(s) visible to the driver, 4 expected\n'
+
+
+def test_warning_exit_code(program):
+    program.log.write_text('NVRM: Xid (PCI:0000:41:00): 94, pid=1, Contained\n')
+    rc, out, err = program('--config', program.config)
+    assert rc == 1 and json.loads(out)['issues'][0]['check'] == 'xid'
+
+
+def test_textfile_and_quiet(program):
+    target = program.tmp / 'textfile'
+    target.mkdir()
+    rc, out, err = program('--config', program.config, '--textfile', str(target), '--quiet')
+    assert (rc, out) == (0, '')
+    assert os.listdir(str(target)) == ['gpucluster_health.prom']  # no temp file left behind
+    text = (target / 'gpucluster_health.prom').read_text()
+    assert 'gpucluster_gpu_count 2\n' in text and 'gpucluster_health_status 0\n' in text
+    assert oct(os.stat(str(target / 'gpucluster_health.prom')).st_mode & 0o777) == '0o644'
+
+
+def test_textfile_dir_missing_makes_an_ok_run_unknown(program):
+    rc, out, err = program('--config', program.config, '--textfile', str(program.tmp / 'nope'), '--quiet')
+    assert rc == 3 and 'cannot write gpucluster_health.prom' in err
+
+
+@pytest.mark.parametrize('content, fragment', [
+    ({'expected_gpus': 2}, 'unknown key(s) expected_gpus'),
+    ({'expected_count': -1}, 'expected_count must be a whole number >= 0'),
+    ({'thresholds': {'pcie_width_severity': 'loud'}}, 'pcie_width_severity'),
+    ([], 'expected a JSON object'),
+])
+def test_bad_config(program, content, fragment):
+    bad = program.tmp / 'bad.json'
+    bad.write_text(json.dumps(content))
+    rc, out, err = program('--check-config', str(bad))
+    assert rc == 3 and fragment in err
+    rc, out, err = program('--config', str(bad))
+    assert rc == 3 and fragment in err and out == ''
+
+
+def test_check_config_accepts_a_good_file(program):
+    assert program('--check-config', program.config)[0] == 0
+
+
+def test_explicit_missing_config_is_an_error(program):
+    rc, out, err = program('--config', str(program.tmp / 'absent.json'))
+    assert rc == 3 and 'does not exist' in err
