@@ -1,7 +1,7 @@
 # gpucluster.core — developer entry points. Every target sets up what it needs itself.
 #   make lab        bring up the container lab (LAB_NODES=3, LAB_IMAGE=debian12) and run site.yml
 #   make lab-down   remove exactly what the lab created
-#   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, molecule (stops at the first failure)
+#   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, promtool rule tests, molecule (stops at the first failure)
 #   make bench      lab converge / re-run / check-mode timings and the parser and audit benchmarks
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -25,7 +25,7 @@ export LAB_NODES LAB_IMAGE
 # Molecule scenarios run by `make test`, in order; `make molecule SCENARIOS=default` runs one.
 SCENARIOS ?= $(shell lab/scenarios.sh)
 
-.PHONY: help venv docker images lab lab-down lint yamllint ansible-lint sanity units molecule test bench build clean
+.PHONY: help venv docker images lab lab-down lint yamllint ansible-lint sanity units promtool molecule test bench build clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -63,13 +63,16 @@ lint: yamllint ansible-lint
 sanity: venv
 	@lab/ansible-test.sh sanity
 
+promtool: venv
+	tests/monitoring/promtool.sh
+
 units: venv
 	pytest -q -n 2 tests/unit
 
 molecule: venv images
 	@for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; molecule test -s $$s || exit 1; done
 
-test: lint sanity units molecule
+test: lint sanity units promtool molecule
 
 bench: venv docker
 	@bench/run.sh

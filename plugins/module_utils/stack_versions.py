@@ -1,0 +1,419 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parsers that turn package databases and version files into the ``gpu_stack`` facts.
+
+No Ansible imports: the node health program reuses this file. Every function takes text or
+plain data and returns plain data, so the parsing is tested with tables of real and written
+samples. The module ``stack_facts`` is the I/O shell around :func:`build_stack`.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import json
+import re
+
+# The flat component list of ansible_facts.gpu_stack, in report order.
+COMPONENTS = (
+    'os', 'kernel', 'nvidia_driver', 'nvidia_driver_loaded', 'nvidia_fabricmanager',
+    'cuda_toolkit', 'cudnn', 'nccl', 'nvidia_container_toolkit', 'containerd', 'docker',
+    'rdma_core', 'ofed', 'hca_firmware', 'gpu_vbios', 'slurm', 'munge', 'kubelet', 'dcgm',
+    'python',
+)
+
+# Query formats; dpkg-query and rpm expand the backslash escapes themselves. One line per
+# package. db:Status-Abbrev tells installed packages ("ii ", "hi ") from removed ones that
+# only kept their config files ("rc ").
+DPKG_QUERY_FORMAT = '${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'
+# rpm format: epoch stays separate so the displayed version never carries it.
+RPM_QUERY_FORMAT = '%{NAME}\\t%{EPOCHNUM}\\t%{VERSION}\\t%{RELEASE}\\n'
+
+# Package names per component, most specific first. Names differ between Debian's own
+# packages, NVIDIA's CUDA repository (deb and rpm), Ubuntu's driver branches, Docker's and
+# SchedMD's repositories and MLNX_OFED / DOCA-OFED. The first pattern with an installed match
+# wins; several packages matching one pattern resolve to the highest version.
+PACKAGE_RULES = (
+    ('nvidia_driver', (
+        r'cuda-drivers', r'nvidia-driver', r'nvidia-driver-\d+(?:-open|-server|-server-open)?',
+        r'nvidia-open', r'nvidia-open-\d+', r'nvidia-kernel-dkms', r'nvidia-open-kernel-dkms',
+        r'kmod-nvidia-open-dkms', r'kmod-nvidia-latest-dkms', r'nvidia-driver-cuda',
+    )),
+    ('nvidia_fabricmanager', (
+        r'nvidia-fabricmanager', r'nvidia-fabricmanager-\d+', r'cuda-drivers-fabricmanager',
+        r'cuda-drivers-fabricmanager-\d+',
+    )),
+    ('cudnn', (
+        r'libcudnn\d+-cuda-\d+', r'cudnn\d+-cuda-\d+', r'libcudnn\d+', r'nvidia-cudnn',
+    )),
+    ('nccl', (r'libnccl2', r'libnccl')),
+    ('nvidia_container_toolkit', (
+        r'nvidia-container-toolkit', r'nvidia-container-toolkit-base',
+    )),
+    ('containerd', (r'containerd\.io', r'containerd')),
+    ('docker', (r'docker-ce', r'docker\.io', r'moby-engine')),
+    ('rdma_core', (r'rdma-core',)),
+    ('ofed', (
+        r'doca-ofed', r'mlnx-ofed-all', r'mlnx-ofed-basic', r'mlnx-ofed-hpc',
+        r'mlnx-ofed-kernel-utils', r'mlnx-ofed-kernel', r'mlnx-ofed-kernel-dkms',
+    )),
+    ('slurm', (
+        r'slurmd', r'slurm-smd-slurmd', r'slurm-slurmd', r'slurmctld', r'slurm-smd-slurmctld',
+        r'slurm-smd', r'slurm-wlm', r'slurm-client', r'slurm', r'slurm-ohpc',
+    )),
+    ('munge', (r'munge', r'munge-ohpc')),
+    ('kubelet', (r'kubelet',)),
+    ('dcgm', (
+        r'datacenter-gpu-manager-4-core', r'datacenter-gpu-manager',
+        r'datacenter-gpu-manager-4-cuda\d+',
+    )),
+)
+_COMPILED_RULES = tuple(
+    (component, tuple(re.compile(p + r'\Z') for p in patterns))
+    for component, patterns in PACKAGE_RULES
+)
+
+# CUDA toolkit packages of NVIDIA's repository: cuda-toolkit-12-4 (deb and rpm).
+_CUDA_TOOLKIT_PKG = re.compile(r'cuda-toolkit-(\d+)-(\d+)\Z')
+# Debian packs the toolkit as nvidia-cuda-toolkit "11.8.89~11.8.0-5~deb12u1":
+# <nvcc version>~<toolkit version>-<revision>.
+_DEBIAN_CUDA_PKG = 'nvidia-cuda-toolkit'
+_DEBIAN_CUDA_PATH = '/usr/lib/nvidia-cuda-toolkit'
+
+# "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 ..." (proprietary)
+# "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..." (open)
+_NVRM_RE = re.compile(
+    r'^NVRM version:\s*NVIDIA UNIX\s+(?P<open>Open\s+)?(?:(?P<arch1>\S+)\s+)?Kernel Module'
+    r'(?:\s+for\s+(?P<arch2>\S+))?\s+(?P<version>\d+(?:\.\d+)+)\b',
+    re.MULTILINE,
+)
+_VBIOS_RE = re.compile(r'^Video BIOS:\s*(\S+)', re.MULTILINE)
+_DEFINE_RE = re.compile(r'^\s*#\s*define\s+(\w+)\s+(\d+)\b', re.MULTILINE)
+_CUDA_TXT_RE = re.compile(r'CUDA Version\s+(\d+(?:\.\d+)+)')
+_OFED_INFO_RE = re.compile(r'(?:MLNX_OFED_LINUX|OFED-internal|DOCA-OFED)-(\d[\w.\-]*\w)')
+_VERSION_SPLIT = re.compile(r'(\d+|[A-Za-z]+)')
+
+
+def strip_epoch(version):
+    """'5:27.3.1-1~debian.12~bookworm' -> '27.3.1-1~debian.12~bookworm'."""
+    if version and ':' in version:
+        head, tail = version.split(':', 1)
+        if head.isdigit():
+            return tail
+    return version
+
+
+def version_key(version):
+    """A sort key that orders 12.10 after 12.9 and 2.21.5 after 2.3 (rpmvercmp-like)."""
+    key = []
+    for part in _VERSION_SPLIT.findall(version or ''):
+        if part.isdigit():
+            key.append((1, int(part), ''))
+        else:
+            key.append((0, 0, part))
+    return tuple(key)
+
+
+def parse_dpkg_query(text):
+    """Parse ``dpkg-query -W -f DPKG_QUERY_FORMAT`` output.
+
+    Returns ``(installed, broken)``: installed maps package -> version (epoch kept, the
+    display layer strips it) for packages whose status is installed, triggers-awaited or
+    triggers-pending; broken maps package -> status for half-installed, half-configured and
+    unpacked packages (a failed upgrade is exactly the drift we look for). Packages that are
+    removed ("rc", "un") are ignored. Multi-arch duplicates collapse to one entry.
+    """
+    installed = {}
+    broken = {}
+    for line in (text or '').splitlines():
+        fields = line.split('\t')
+        if len(fields) < 3:
+            continue
+        status, name, version = fields[0], fields[1].strip(), fields[2].strip()
+        if not name or len(status) < 2:
+            continue
+        name = name.split(':', 1)[0]
+        state = status[1]
+        if state in 'iWt' and version:
+            previous = installed.get(name)
+            if previous is None or version_key(version) > version_key(previous):
+                installed[name] = version
+        elif state in 'HFU':
+            broken[name] = status.strip()
+    return installed, broken
+
+
+def parse_rpm_query(text):
+    """Parse ``rpm -qa --qf RPM_QUERY_FORMAT`` output into package -> 'epoch:version-release'.
+
+    Several installed versions of one name (kernel-devel, parallel installs) resolve to the
+    highest; the epoch is kept only when it is not 0.
+    """
+    installed = {}
+    for line in (text or '').splitlines():
+        fields = line.split('\t')
+        if len(fields) < 4 or not fields[0]:
+            continue
+        name, epoch, version, release = (f.strip() for f in fields[:4])
+        full = '%s-%s' % (version, release) if release and release != '(none)' else version
+        if epoch and epoch not in ('0', '(none)'):
+            full = '%s:%s' % (epoch, full)
+        previous = installed.get(name)
+        if previous is None or version_key(full) > version_key(previous):
+            installed[name] = full
+    return installed, {}
+
+
+def select_package(installed, patterns):
+    """First pattern with an installed package wins; returns (name, version) or (None, None)."""
+    for pattern in patterns:
+        matches = [name for name in installed if pattern.match(name)]
+        if matches:
+            best = max(matches, key=lambda n: (version_key(strip_epoch(installed[n])), n))
+            return best, installed[best]
+    return None, None
+
+
+def parse_proc_driver_version(text):
+    """Parse /proc/driver/nvidia/version.
+
+    Returns ``{'version': '565.57.01', 'flavor': 'open'|'proprietary', 'arch': 'x86_64'}`` or
+    None when the text holds no NVRM line (module not loaded, file from something else).
+    """
+    match = _NVRM_RE.search(text or '')
+    if not match:
+        return None
+    return {
+        'version': match.group('version'),
+        'flavor': 'open' if match.group('open') else 'proprietary',
+        'arch': match.group('arch2') or match.group('arch1'),
+    }
+
+
+def parse_gpu_information(text):
+    """The 'Video BIOS:' line of /proc/driver/nvidia/gpus/<bus>/information (None if absent)."""
+    match = _VBIOS_RE.search(text or '')
+    if not match or match.group(1).lower() in ('??.??.??.??.??', 'n/a'):
+        return None
+    return match.group(1)
+
+
+def parse_cuda_version_json(text):
+    """version.json of CUDA >= 11.1: {"cuda": {"name": "CUDA SDK", "version": "12.4.1"}, ...}."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    cuda = data.get('cuda')
+    if isinstance(cuda, dict) and cuda.get('version'):
+        return str(cuda['version'])
+    return None
+
+
+def parse_cuda_version_txt(text):
+    """version.txt of CUDA <= 11.0: 'CUDA Version 11.0.228'."""
+    match = _CUDA_TXT_RE.search(text or '')
+    return match.group(1) if match else None
+
+
+def _defines(text):
+    return dict((name, value) for name, value in _DEFINE_RE.findall(text or ''))
+
+
+def parse_cudnn_header(text):
+    """cudnn_version.h (cuDNN >= 8) or cudnn.h (older): CUDNN_MAJOR/MINOR/PATCHLEVEL."""
+    values = _defines(text)
+    if 'CUDNN_MAJOR' not in values:
+        return None
+    return '%s.%s.%s' % (values['CUDNN_MAJOR'], values.get('CUDNN_MINOR', '0'),
+                         values.get('CUDNN_PATCHLEVEL', '0'))
+
+
+def parse_nccl_header(text):
+    """nccl.h: NCCL_MAJOR/NCCL_MINOR/NCCL_PATCH."""
+    values = _defines(text)
+    if 'NCCL_MAJOR' not in values:
+        return None
+    return '%s.%s.%s' % (values['NCCL_MAJOR'], values.get('NCCL_MINOR', '0'),
+                         values.get('NCCL_PATCH', '0'))
+
+
+def parse_ofed_info(text):
+    """The version that the ofed_info script embeds ('MLNX_OFED_LINUX-23.10-1.1.9.0')."""
+    match = _OFED_INFO_RE.search(text or '')
+    return match.group(1) if match else None
+
+
+def parse_os_release(text, debian_version=None):
+    """'<ID> <version>' from /etc/os-release, e.g. 'debian 12.7', 'ubuntu 22.04.4', 'rhel 9.4'.
+
+    VERSION_ID carries only the major release on Debian; /etc/debian_version has the point
+    release. Ubuntu's point release is the first word of VERSION.
+    """
+    values = {}
+    for line in (text or '').splitlines():
+        if '=' not in line or line.lstrip().startswith('#'):
+            continue
+        key, value = line.split('=', 1)
+        values[key.strip()] = value.strip().strip('"').strip("'")
+    os_id = values.get('ID')
+    if not os_id:
+        return None
+    version = values.get('VERSION_ID', '')
+    point = (debian_version or '').strip()
+    if os_id == 'debian' and point and (not version or point.startswith(version + '.')):
+        version = point
+    else:
+        first = values.get('VERSION', '').split(' ', 1)[0]
+        if version and first.startswith(version + '.'):
+            version = first
+    return ('%s %s' % (os_id, version)).strip()
+
+
+def combine(values):
+    """One value for several devices: None, the common value, or the sorted distinct values
+    joined with ',' (so two HCAs on different firmware show up as drift of their own)."""
+    distinct = sorted(set(v for v in values if v))
+    if not distinct:
+        return None
+    return ','.join(distinct)
+
+
+def _package_version(version):
+    return strip_epoch(version) if version else None
+
+
+def cuda_toolkits(version_files, packages, default_path=None):
+    """All installed CUDA toolkits, and the default one.
+
+    ``version_files`` maps a toolkit directory (/usr/local/cuda-12.4) to the text of its
+    version.json or version.txt (key 'json' or 'txt'). Packages add toolkits that have no
+    directory of their own (Debian's nvidia-cuda-toolkit) or whose directory lacks a version
+    file. ``default_path`` is where /usr/local/cuda points. Returns ``(toolkits, default)``
+    with toolkits a list of {'version', 'path', 'source'} sorted by version.
+    """
+    toolkits = []
+    seen_minor = set()
+    for path in sorted(version_files):
+        files = version_files[path]
+        version = None
+        source = None
+        if files.get('json') is not None:
+            version = parse_cuda_version_json(files['json'])
+            source = 'file:%s/version.json' % path
+        if version is None and files.get('txt') is not None:
+            version = parse_cuda_version_txt(files['txt'])
+            source = 'file:%s/version.txt' % path
+        if version:
+            toolkits.append({'version': version, 'path': path, 'source': source})
+            seen_minor.add('.'.join(version.split('.')[:2]))
+    for name in sorted(packages):
+        match = _CUDA_TOOLKIT_PKG.match(name)
+        if match:
+            minor = '%s.%s' % match.groups()
+            if minor in seen_minor:
+                continue
+            version = _package_version(packages[name]).split('-', 1)[0]
+            toolkits.append({'version': version, 'path': '/usr/local/cuda-%s' % minor,
+                             'source': 'package:%s' % name})
+            seen_minor.add(minor)
+        elif name == _DEBIAN_CUDA_PKG:
+            upstream = _package_version(packages[name]).rsplit('-', 1)[0]
+            version = upstream.split('~', 1)[1] if '~' in upstream else upstream
+            toolkits.append({'version': version, 'path': _DEBIAN_CUDA_PATH,
+                             'source': 'package:%s' % name})
+    toolkits.sort(key=lambda t: (version_key(t['version']), t['path']))
+    default = None
+    if default_path:
+        for toolkit in toolkits:
+            if toolkit['path'] == default_path:
+                default = toolkit
+    if default is None and len(toolkits) == 1:
+        default = toolkits[0]
+    if default is None and toolkits:
+        # No /usr/local/cuda link: nvcc on PATH comes from the distribution package if
+        # there is one, else the newest toolkit is the reasonable guess.
+        debian = [t for t in toolkits if t['path'] == _DEBIAN_CUDA_PATH]
+        default = debian[0] if debian else toolkits[-1]
+    return toolkits, default
+
+
+def build_stack(inputs):
+    """Assemble the facts from raw inputs that the module collected.
+
+    ``inputs`` keys (all optional): ``packages`` (name -> version from the package database),
+    ``broken_packages``, ``package_manager``, ``os_release``, ``debian_version``,
+    ``kernel``, ``python``, ``proc_driver_version`` (text), ``gpu_information``
+    (bus id -> text), ``cuda_version_files`` + ``cuda_default_path`` (see
+    :func:`cuda_toolkits`), ``cudnn_headers`` / ``nccl_headers`` (path -> text, in search
+    order), ``ofed_info`` (text of the ofed_info script), ``hca_fw`` (device -> fw_ver text).
+
+    Returns ``(stack, toolkits, details)``: the flat component -> version mapping (every
+    component present, None when absent), the list of installed CUDA toolkits, and details
+    (per-component source and raw value, per-device values, kernel module flavour).
+    """
+    packages = inputs.get('packages') or {}
+    stack = dict((c, None) for c in COMPONENTS)
+    sources = {}
+    raw = {}
+
+    def put(component, value, source, raw_value=None):
+        if value:
+            stack[component] = value
+            sources[component] = source
+            if raw_value and raw_value != value:
+                raw[component] = raw_value
+
+    for component, patterns in _COMPILED_RULES:
+        name, version = select_package(packages, patterns)
+        if name:
+            put(component, _package_version(version), 'package:%s' % name, version)
+
+    put('os', parse_os_release(inputs.get('os_release'), inputs.get('debian_version')),
+        'file:/etc/os-release')
+    put('kernel', inputs.get('kernel'), 'uname')
+    put('python', inputs.get('python'), 'interpreter')
+
+    loaded = parse_proc_driver_version(inputs.get('proc_driver_version'))
+    if loaded:
+        put('nvidia_driver_loaded', loaded['version'], 'file:/proc/driver/nvidia/version')
+
+    toolkits, default = cuda_toolkits(inputs.get('cuda_version_files') or {}, packages,
+                                      inputs.get('cuda_default_path'))
+    if default:
+        put('cuda_toolkit', default['version'], default['source'])
+
+    for component, key, parser in (('cudnn', 'cudnn_headers', parse_cudnn_header),
+                                   ('nccl', 'nccl_headers', parse_nccl_header)):
+        if stack[component]:
+            continue
+        headers = inputs.get(key) or {}
+        for path in headers:
+            value = parser(headers[path])
+            if value:
+                put(component, value, 'file:%s' % path)
+                break
+
+    if not stack['ofed'] and inputs.get('ofed_info'):
+        put('ofed', parse_ofed_info(inputs['ofed_info']), 'file:ofed_info')
+
+    hca_fw = dict((dev, (text or '').strip()) for dev, text in (inputs.get('hca_fw') or {}).items())
+    hca_fw = dict((dev, fw) for dev, fw in hca_fw.items() if fw)
+    put('hca_firmware', combine(hca_fw.values()), 'file:/sys/class/infiniband/*/fw_ver')
+
+    vbios = {}
+    for bus, text in (inputs.get('gpu_information') or {}).items():
+        value = parse_gpu_information(text)
+        if value:
+            vbios[bus] = value
+    put('gpu_vbios', combine(vbios.values()), 'file:/proc/driver/nvidia/gpus/*/information')
+
+    details = {
+        'package_manager': inputs.get('package_manager'),
+        'sources': sources,
+        'raw': raw,
+        'broken_packages': dict(inputs.get('broken_packages') or {}),
+        'nvidia_kernel_module': loaded['flavor'] if loaded else None,
+        'gpus': vbios,
+        'hcas': hca_fw,
+    }
+    return stack, toolkits, details

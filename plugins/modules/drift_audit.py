@@ -1,0 +1,225 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: the audit runs on the controller as the action plugin of the same name.
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: drift_audit
+short_description: Compare the GPU software stack of every host with the pins and with its group
+version_added: 0.1.0
+description:
+  - Runs on the controller (action plugin). Reads the C(gpu_stack) facts of
+    M(gpucluster.core.stack_facts) from the hosts' facts, from an explicit O(facts) mapping, or
+    from Ansible's fact cache (O(fact_cache)) without contacting any host.
+  - Each host is compared with its baseline, built from the role variables that install the
+    components (O(baseline_vars), for example C(nvidia_driver_version) from the inventory) and
+    overridden by O(baseline). A pin may be a prefix at a version separator, so V(12.4) matches
+    V(12.4.1) and V(2.21.5) matches V(2.21.5-1+cuda12.4), but V(12.4) never matches V(12.40).
+  - Components in O(consistent) must also be equal inside a group. A host that differs from the
+    version most hosts of its group have is reported; a group split evenly has no majority and
+    every side is reported.
+  - Each finding has the keys C(host), C(component), C(expected), C(found), C(kind) and
+    C(severity) (plus C(group) and C(message)). C(kind) is V(baseline) (pin not met),
+    V(missing) (absent where a pin or the majority expects it), V(majority) (differs from the
+    group or the group is split) or V(unknown) (the host has no facts because it was
+    unreachable, gathering failed, it has no cache entry or its facts are stale).
+  - Writes C(drift.json) (findings and summary), C(drift.junit.xml) (one test case per host and
+    component, a failure per finding) and C(drift.md) (a table for a merge request) into
+    O(report_dir), and fails when a finding reaches O(fail_on).
+author:
+  - gpucluster.core maintainers (@gpucluster)
+attributes:
+  check_mode:
+    support: full
+    description: Reads facts only; reports are written on the controller in check mode too.
+  diff_mode:
+    support: none
+    description: Reports are files on the controller, not a diff of the hosts.
+  action:
+    support: full
+    description: Runs as an action plugin on the controller; no module is sent to a host.
+  async:
+    support: none
+    description: Runs in the controller process.
+  platform:
+    support: full
+    platforms: posix
+    description: The controller.
+options:
+  hosts:
+    description:
+      - Hosts to audit. Default is every host of the inventory and, with O(fact_cache) and
+        O(include_cache_hosts), every host found in the cache.
+      - A host listed here without facts is V(unknown), never passed.
+    type: list
+    elements: str
+  facts:
+    description:
+      - Explicit facts per host, a mapping of host name to that host's facts (C(gpu_stack) and
+        optionally C(gpu_stack_details)). Takes precedence over the cache and the hosts' facts.
+    type: dict
+  fact_cache:
+    description:
+      - Directory of an Ansible fact cache (what C(fact_caching_connection) points at). Read
+        through Ansible's own cache plugin loader, so the format of the running ansible-core is
+        understood. The directory must exist and be writable (the cache plugin insists).
+      - When unset, facts come from O(facts) or from the hosts' C(ansible_facts).
+    type: path
+  fact_cache_plugin:
+    description: Cache plugin that wrote O(fact_cache).
+    type: str
+    default: ansible.builtin.jsonfile
+  fact_cache_prefix:
+    description: The C(fact_caching_prefix) the cache was written with.
+    type: str
+    default: ''
+  include_cache_hosts:
+    description:
+      - With O(fact_cache) and no O(hosts), also audit hosts found in the cache that the
+        inventory does not list (they get no baseline from role variables, only O(baseline)).
+    type: bool
+    default: true
+  baseline:
+    description:
+      - Component to pin, applied to every host on top of the pins from role variables.
+        A V(null) value removes a pin that a role variable would set.
+    type: dict
+    default: {}
+  baseline_vars:
+    description:
+      - Component to the name of the role variable whose value (from each host's variables) is
+        the pin. Default maps C(nvidia_driver_version) to C(nvidia_driver),
+        C(nvidia_driver_loaded) and C(nvidia_fabricmanager) (only where installed),
+        C(cuda_toolkit_version) to C(cuda_toolkit), C(cuda_toolkit_cudnn_version) to C(cudnn),
+        C(cuda_toolkit_nccl_version) to C(nccl), C(container_runtime_nvidia_toolkit_version) to
+        C(nvidia_container_toolkit), C(slurm_version) to C(slurm) and C(slurm_munge_version) to
+        C(munge).
+      - V({}) disables pins from role variables.
+    type: dict
+  consistent:
+    description:
+      - Components that must be equal across the hosts of a group even without a pin.
+      - Default C(kernel), C(nvidia_driver), C(nvidia_driver_loaded), C(cuda_toolkit), C(nccl),
+        C(cudnn), C(ofed), C(rdma_core), C(hca_firmware), C(gpu_vbios), C(slurm),
+        C(nvidia_container_toolkit).
+    type: list
+    elements: str
+  groups:
+    description:
+      - How hosts are grouped for the majority comparison. A list of inventory group names
+        (a host belongs to the first listed group that contains it) or a mapping of group name
+        to host list. Hosts in no group are compared with each other. Default is one group.
+    type: raw
+    default: []
+  severity:
+    description:
+      - Component to severity (V(critical), V(warning), V(info)). Defaults are critical for
+        kernel, driver (installed and loaded), fabric manager, CUDA, cuDNN, NCCL, OFED,
+        rdma-core, Slurm, munge and the container toolkit; warning for everything else
+        (HCA firmware, VBIOS, OS, container engines, kubelet, DCGM, Python).
+    type: dict
+    default: {}
+  unknown_severity:
+    description: Severity of a host without facts.
+    type: str
+    choices: [critical, warning, info]
+    default: critical
+  ignore:
+    description:
+      - Entries C(component) or C(host:component), shell globs allowed on both sides
+        (C(gpu-0*:hca_firmware)). Ignored cells are not checked and not reported.
+    type: list
+    elements: str
+    default: []
+  fail_on:
+    description: Fail the task when a finding has this severity or a higher one.
+    type: str
+    choices: [critical, warning, info, never]
+    default: critical
+  max_fact_age:
+    description:
+      - Seconds. Facts collected longer ago (C(gpu_stack_details.collected_at)) make the host
+        V(unknown). V(0) accepts any age.
+    type: int
+    default: 0
+  status_var:
+    description:
+      - Name of a variable registered on each host by the C(stack_facts) task; when a host has
+        no facts, its failure or unreachable message explains the V(unknown) finding.
+    type: str
+  report_dir:
+    description: Directory for the reports (created when missing). No reports when unset.
+    type: path
+  report_formats:
+    description: Which reports to write.
+    type: list
+    elements: str
+    choices: [json, junit, markdown]
+    default: [json, junit, markdown]
+  markdown_max_rows:
+    description: Findings shown in the Markdown table; the rest are counted and left to drift.json.
+    type: int
+    default: 500
+  findings_returned:
+    description: Findings (most severe first) kept in the task result; the reports hold all.
+    type: int
+    default: 100
+notes:
+  - Quote versions in YAML (C("12.4"), not C(12.4)) so they stay strings.
+seealso:
+  - module: gpucluster.core.stack_facts
+'''
+
+EXAMPLES = r'''
+- name: Audit the facts gathered by stack_facts in an earlier play
+  gpucluster.core.drift_audit:
+    hosts: "{{ groups['gpu_nodes'] }}"
+    groups: [gpu_nodes]
+    report_dir: "{{ playbook_dir }}/reports"
+
+- name: Audit a fact cache offline with an explicit CUDA pin, warnings do not fail
+  gpucluster.core.drift_audit:
+    fact_cache: /var/cache/ansible/facts
+    baseline:
+      cuda_toolkit: "12.4"
+    ignore:
+      - "gpu-07:hca_firmware"
+    fail_on: critical
+    report_dir: /tmp/drift
+'''
+
+RETURN = r'''
+summary:
+  description: Counts and the verdict.
+  returned: always
+  type: dict
+  sample:
+    hosts: 3
+    hosts_with_findings: 2
+    hosts_unknown: 0
+    checks: 36
+    findings: 2
+    by_severity: {critical: 2, warning: 0, info: 0}
+    by_kind: {baseline: 1, majority: 1, missing: 0, unknown: 0}
+    fail_on: critical
+    failing_findings: 2
+    failed: true
+findings:
+  description: The most severe findings (at most O(findings_returned)); the reports hold all.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {host: host3, component: cuda_toolkit, expected: 12.4.1, found: 12.2.0, kind: baseline,
+       severity: critical, group: gpu_nodes, message: "cuda_toolkit 12.2.0, pinned 12.4.1"}
+findings_truncated:
+  description: True when more findings exist than were returned.
+  returned: always
+  type: bool
+reports:
+  description: Paths of the reports written, keyed by format.
+  returned: always
+  type: dict
+  sample: {json: /tmp/drift/drift.json, junit: /tmp/drift/drift.junit.xml, markdown: /tmp/drift/drift.md}
+'''

@@ -1,0 +1,259 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: stack_facts
+short_description: Installed and loaded versions of the GPU software stack as facts
+version_added: 0.1.0
+description:
+  - Returns C(ansible_facts.gpu_stack), a flat mapping from component name to version string
+    (V(null) when the component is absent), for the drift audit and for reports.
+  - Reads the package database with one C(dpkg-query) or one C(rpm -qa) call and a handful of
+    small files (C(/proc/driver/nvidia/version), C(/proc/driver/nvidia/gpus/*/information),
+    C(/usr/local/cuda*/version.json), C(cudnn_version.h), C(nccl.h),
+    C(/sys/class/infiniband/*/fw_ver), C(/etc/os-release)). It starts no GPU tool
+    (no C(nvidia-smi), no NVML), so it runs in well under a second and works while the driver
+    is broken.
+  - Package versions are reported as the package manager has them without the epoch
+    (V(535.216.01-1~deb12u1), V(2.21.5-1+cuda12.4)), so a rebuilt package with the same
+    upstream version is still drift. A pin in the audit may be a prefix (V(2.21.5)).
+  - C(nvidia_driver) is the installed driver package, C(nvidia_driver_loaded) the kernel module
+    that runs now; they differ after a driver upgrade without a reboot.
+author:
+  - gpucluster.core maintainers (@gpucluster)
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is nothing to diff.
+  facts:
+    support: full
+    description: Sets C(gpu_stack), C(gpu_stack_cuda_toolkits) and C(gpu_stack_details).
+options:
+  package_manager:
+    description:
+      - Which package database to read. V(auto) picks C(dpkg) where C(dpkg-query) and the dpkg
+        database exist, else C(rpm).
+      - V(none) reads files only (images without a package database).
+    type: str
+    choices: [auto, dpkg, rpm, none]
+    default: auto
+notes:
+  - Components in C(gpu_stack) (always all keys) are C(os), C(kernel), C(nvidia_driver),
+    C(nvidia_driver_loaded), C(nvidia_fabricmanager), C(cuda_toolkit), C(cudnn), C(nccl),
+    C(nvidia_container_toolkit), C(containerd), C(docker), C(rdma_core), C(ofed),
+    C(hca_firmware), C(gpu_vbios), C(slurm), C(munge), C(kubelet), C(dcgm), C(python).
+  - C(hca_firmware) and C(gpu_vbios) are the distinct values of all devices joined with a comma,
+    so a node whose adapters run different firmware differs from one where they agree.
+  - C(python) is the interpreter Ansible uses on the node.
+seealso:
+  - module: gpucluster.core.drift_audit
+'''
+
+EXAMPLES = r'''
+- name: Collect the versions of the GPU stack
+  gpucluster.core.stack_facts:
+
+- name: Show the loaded and the installed driver
+  ansible.builtin.debug:
+    msg: >-
+      installed {{ ansible_facts['gpu_stack']['nvidia_driver'] }},
+      loaded {{ ansible_facts['gpu_stack']['nvidia_driver_loaded'] }}
+'''
+
+RETURN = r'''
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    gpu_stack:
+      description: Component name to version string, V(null) when the component is absent.
+      returned: always
+      type: dict
+      sample:
+        os: debian 12.7
+        kernel: 6.1.0-25-amd64
+        nvidia_driver: 550.54.15-1
+        nvidia_driver_loaded: 550.54.15
+        nvidia_fabricmanager: 550.54.15-1
+        cuda_toolkit: 12.4.1
+        cudnn: 9.1.0.70-1
+        nccl: 2.21.5-1+cuda12.4
+        nvidia_container_toolkit: 1.16.2-1
+        containerd: 1.7.22-1
+        docker: null
+        rdma_core: 2404mlnx51-1.2404066
+        ofed: 24.04-0.6.6.0
+        hca_firmware: 28.39.1002
+        gpu_vbios: 96.00.89.00.01
+        slurm: 23.11.10-1
+        munge: 0.5.15-2
+        kubelet: null
+        dcgm: 3.3.8
+        python: 3.11.2
+    gpu_stack_cuda_toolkits:
+      description: Every installed CUDA toolkit, sorted by version.
+      returned: always
+      type: list
+      elements: dict
+      sample: [{version: 12.2.2, path: /usr/local/cuda-12.2, source: file:/usr/local/cuda-12.2/version.json}]
+    gpu_stack_details:
+      description:
+        - Where each value came from (C(sources)), raw package versions with epoch where they
+          differ (C(raw)), packages left half-installed (C(broken_packages)), per-GPU VBIOS
+          (C(gpus)), per-HCA firmware (C(hcas)), the kernel module flavour
+          (C(nvidia_kernel_module), V(open) or V(proprietary)), the package manager read, and
+          C(collected_at) (seconds since the epoch) which the audit uses to refuse stale facts.
+      returned: always
+      type: dict
+'''
+
+import glob
+import os
+import platform
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions as sv
+
+# Where the module reads; a test points this at a fake root.
+ROOT = '/'
+
+CUDA_DIRS = 'usr/local/cuda-*'
+CUDA_LINK = 'usr/local/cuda'
+CUDNN_HEADERS = (
+    'usr/include/cudnn_version.h', 'usr/include/x86_64-linux-gnu/cudnn_version.h',
+    'usr/include/aarch64-linux-gnu/cudnn_version.h', 'usr/local/cuda/include/cudnn_version.h',
+)
+NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/cuda/include/nccl.h')
+OFED_INFO = 'usr/bin/ofed_info'
+# ofed_info is a generated shell script of a few hundred lines: read its head, never run it.
+OFED_INFO_BYTES = 4096
+
+
+def _path(relative):
+    return os.path.join(ROOT, relative)
+
+
+def _read(relative, limit=65536):
+    try:
+        with open(_path(relative), 'r', errors='replace') as handle:
+            return handle.read(limit)
+    except (IOError, OSError):
+        return None
+
+
+def _relative(path):
+    return '/' + os.path.relpath(path, ROOT)
+
+
+def _glob(pattern):
+    return sorted(glob.glob(_path(pattern)))
+
+
+def read_packages(module, manager):
+    if manager == 'none':
+        return 'none', {}, {}
+    dpkg = module.get_bin_path('dpkg-query')
+    rpm = module.get_bin_path('rpm')
+    if manager == 'auto':
+        if dpkg and os.path.exists(_path('var/lib/dpkg/status')):
+            manager = 'dpkg'
+        elif rpm:
+            manager = 'rpm'
+        else:
+            return 'none', {}, {}
+    if manager == 'dpkg':
+        if not dpkg:
+            module.fail_json(msg='package_manager=dpkg but dpkg-query is not on this node')
+        rc, out, err = module.run_command([dpkg, '-W', '-f', sv.DPKG_QUERY_FORMAT])
+        parser = sv.parse_dpkg_query
+    else:
+        if not rpm:
+            module.fail_json(msg='package_manager=rpm but rpm is not on this node')
+        rc, out, err = module.run_command([rpm, '-qa', '--qf', sv.RPM_QUERY_FORMAT])
+        parser = sv.parse_rpm_query
+    if rc != 0:
+        module.fail_json(msg='reading the %s package database failed (rc=%s): %s' % (manager, rc, err.strip()))
+    installed, broken = parser(out)
+    return manager, installed, broken
+
+
+def read_inputs(module):
+    manager, packages, broken = read_packages(module, module.params['package_manager'])
+    inputs = {
+        'package_manager': manager,
+        'packages': packages,
+        'broken_packages': broken,
+        'os_release': _read('etc/os-release') or _read('usr/lib/os-release'),
+        'debian_version': _read('etc/debian_version'),
+        'kernel': platform.release(),
+        'python': platform.python_version(),
+        'proc_driver_version': _read('proc/driver/nvidia/version'),
+        'ofed_info': _read(OFED_INFO, OFED_INFO_BYTES),
+    }
+
+    gpus = {}
+    for info in _glob('proc/driver/nvidia/gpus/*/information'):
+        gpus[os.path.basename(os.path.dirname(info))] = _read(_relative(info).lstrip('/'))
+    inputs['gpu_information'] = gpus
+
+    version_files = {}
+    for directory in _glob(CUDA_DIRS):
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            continue
+        rel = _relative(directory).lstrip('/')
+        version_files[_relative(directory)] = {
+            'json': _read(rel + '/version.json'),
+            'txt': _read(rel + '/version.txt'),
+        }
+    inputs['cuda_version_files'] = version_files
+    link = _path(CUDA_LINK)
+    if os.path.exists(link):
+        inputs['cuda_default_path'] = _relative(os.path.realpath(link))
+        if inputs['cuda_default_path'] not in version_files and not os.path.islink(link):
+            # A plain directory /usr/local/cuda (runfile installs without the versioned dir).
+            version_files['/usr/local/cuda'] = {'json': _read(CUDA_LINK + '/version.json'),
+                                                'txt': _read(CUDA_LINK + '/version.txt')}
+
+    inputs['cudnn_headers'] = dict(('/' + h, _read(h)) for h in CUDNN_HEADERS if os.path.exists(_path(h)))
+    inputs['nccl_headers'] = dict(('/' + h, _read(h)) for h in NCCL_HEADERS if os.path.exists(_path(h)))
+
+    hcas = {}
+    for fw in _glob('sys/class/infiniband/*/fw_ver'):
+        device_dir = os.path.dirname(fw)
+        # Software devices (rxe, siw) have no PCI device behind them and no firmware.
+        if not os.path.exists(os.path.join(device_dir, 'device')):
+            continue
+        hcas[os.path.basename(device_dir)] = _read(_relative(fw).lstrip('/'))
+    inputs['hca_fw'] = hcas
+    return inputs
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            package_manager=dict(type='str', default='auto', choices=['auto', 'dpkg', 'rpm', 'none']),
+        ),
+        supports_check_mode=True,
+    )
+    started = time.time()
+    inputs = read_inputs(module)
+    stack, toolkits, details = sv.build_stack(inputs)
+    details['collected_at'] = round(time.time(), 3)
+    details['duration_s'] = round(time.time() - started, 3)
+    module.exit_json(changed=False, ansible_facts=dict(
+        gpu_stack=stack,
+        gpu_stack_cuda_toolkits=toolkits,
+        gpu_stack_details=details,
+    ))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Offline checks of the monitoring role's Prometheus artefacts, run by `make test`:
+#   1. render the alert rules and their unit tests with the role defaults (and with a second,
+#      short-duration set like the lab's), 2. `promtool check rules`, 3. `promtool test rules`,
+#   4. every PromQL expression of the shipped Grafana dashboards parses (`promtool check rules`
+#      over a generated file of recording rules).
+# promtool comes from PATH, else from Debian's `prometheus` package unpacked (not installed)
+# into .cache/promtool via `apt-get download` (a Debian/Ubuntu controller with apt sources).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+[ -x "$PY" ] || PY=python3
+export ANSIBLE_CONFIG="$ROOT/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$ROOT/collections"
+PLAYBOOK="${ANSIBLE_PLAYBOOK:-$ROOT/.venv/bin/ansible-playbook}"
+[ -x "$PLAYBOOK" ] || PLAYBOOK=ansible-playbook
+
+find_promtool() {
+  if [ -n "${PROMTOOL:-}" ]; then echo "$PROMTOOL"; return; fi
+  if command -v promtool >/dev/null 2>&1; then command -v promtool; return; fi
+  local cache="$ROOT/.cache/promtool"
+  if [ ! -x "$cache/usr/bin/promtool" ]; then
+    command -v apt-get >/dev/null 2>&1 || { echo "promtool.sh: no promtool on PATH and no apt-get to fetch Debian's; set PROMTOOL=/path/to/promtool" >&2; exit 2; }
+    mkdir -p "$cache/deb"
+    (cd "$cache/deb" && apt-get download prometheus >/dev/null 2>&1) \
+      || { echo "promtool.sh: apt-get download prometheus failed; set PROMTOOL=/path/to/promtool" >&2; exit 2; }
+    dpkg-deb -x "$cache"/deb/prometheus_*.deb "$cache"
+  fi
+  echo "$cache/usr/bin/promtool"
+}
+
+PROMTOOL="$(find_promtool)"
+"$PROMTOOL" --version 2>&1 | head -1
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+run_set() {  # $1 = name, rest = extra ansible-playbook args
+  local name="$1"; shift
+  local out="$WORK/$name"
+  "$PLAYBOOK" -i localhost, "$ROOT/tests/monitoring/render_rules.yml" -e "out_dir=$out" "$@" >"$WORK/$name.log" 2>&1 \
+    || { cat "$WORK/$name.log" >&2; echo "promtool.sh: rendering the rules ($name) failed" >&2; exit 1; }
+  echo "== rules rendered with $name settings"
+  "$PROMTOOL" check rules "$out"/rules.d/*.rules.yml
+  "$PROMTOOL" test rules "$out"/rule-tests/*.test.yml
+}
+
+run_set defaults
+# The lab's short hold times and different thresholds: the tests are rendered from the same values.
+run_set lab -e monitoring_alert_node_down_for=5s -e monitoring_alert_default_for=30s \
+  -e monitoring_alert_throttle_for=1m -e monitoring_alert_gpu_temperature_margin_celsius=10 \
+  -e monitoring_alert_disk_free_percent=15 -e monitoring_alert_memory_available_percent=8 \
+  -e monitoring_alert_health_stale_seconds=600
+
+echo "== dashboard queries parse"
+"$PY" "$ROOT/tests/monitoring/dashboard_queries.py" rules > "$WORK/dashboards.rules.yml"
+"$PROMTOOL" check rules "$WORK/dashboards.rules.yml"

@@ -1,0 +1,170 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The monitoring role's dashboards and rules, checked offline.
+
+Every PromQL expression is extracted from the dashboards' JSON (tests/monitoring/dashboard_queries.py,
+the same extractor the molecule verify step runs against the lab Prometheus). Here: structure,
+variables, brackets, and that every GPU metric name is one the node health program documents.
+`promtool check rules` parses the same expressions in tests/monitoring/promtool.sh.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import importlib.util
+import os
+import re
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+ROLE = os.path.join(REPO, 'roles', 'monitoring')
+
+_spec = importlib.util.spec_from_file_location('dashboard_queries', os.path.join(REPO, 'tests', 'monitoring', 'dashboard_queries.py'))
+dq = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dq)
+
+# docs/DEVELOPING.md, "Textfile metrics of the node health program" (fixed names), plus the
+# per-node expectations this role writes itself.
+HEALTH_METRICS = {
+    'gpucluster_health_status', 'gpucluster_health_last_run_timestamp_seconds', 'gpucluster_health_issues',
+    'gpucluster_gpu_count', 'gpucluster_gpu_expected_count', 'gpucluster_gpu_pci_count', 'gpucluster_gpu_info',
+    'gpucluster_gpu_health_status', 'gpucluster_gpu_temperature_celsius', 'gpucluster_gpu_slowdown_temperature_celsius',
+    'gpucluster_gpu_power_draw_watts', 'gpucluster_gpu_power_limit_watts', 'gpucluster_gpu_utilization_percent',
+    'gpucluster_gpu_memory_used_bytes', 'gpucluster_gpu_memory_total_bytes', 'gpucluster_gpu_ecc_errors',
+    'gpucluster_gpu_retired_pages', 'gpucluster_gpu_retired_pages_pending', 'gpucluster_gpu_remapped_rows',
+    'gpucluster_gpu_remapped_rows_pending', 'gpucluster_gpu_remapped_rows_failure', 'gpucluster_gpu_xid_events',
+    'gpucluster_gpu_clocks_event_active', 'gpucluster_gpu_pcie_link_width', 'gpucluster_gpu_pcie_link_width_max',
+    'gpucluster_gpu_pcie_link_gen', 'gpucluster_gpu_pcie_link_gen_max', 'gpucluster_gpu_persistence_mode',
+    'gpucluster_node_version_info',
+}
+OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'}
+# node_exporter 1.5.0's infiniband collector, as printed by Debian's binary over a synthetic sysfs tree.
+INFINIBAND_METRICS = {
+    'node_infiniband_info', 'node_infiniband_state_id', 'node_infiniband_physical_state_id',
+    'node_infiniband_rate_bytes_per_second', 'node_infiniband_port_data_received_bytes_total',
+    'node_infiniband_port_data_transmitted_bytes_total', 'node_infiniband_port_packets_received_total',
+    'node_infiniband_port_packets_transmitted_total', 'node_infiniband_port_errors_received_total',
+    'node_infiniband_port_discards_transmitted_total', 'node_infiniband_symbol_error_total',
+    'node_infiniband_link_downed_total', 'node_infiniband_link_error_recovery_total',
+}
+_METRIC_RE = re.compile(r'\b((?:gpucluster|node_infiniband)_[a-zA-Z0-9_]+)(?![.\w])')
+
+DASHBOARDS = dq.load_dashboards()
+RECORDS = dq.extract(DASHBOARDS)
+
+
+def _role_vars():
+    with open(os.path.join(ROLE, 'vars', 'main.yml')) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_shipped_dashboards_are_the_provisioned_ones():
+    names = sorted(name[:-len('.json')] for name in DASHBOARDS)
+    assert names == sorted(_role_vars()['__monitoring_dashboards'])
+
+
+@pytest.mark.parametrize('name', sorted(DASHBOARDS))
+def test_dashboard_structure(name):
+    dashboard = DASHBOARDS[name]
+    assert dashboard['uid'] == name[:-len('.json')]
+    assert 'gpucluster' in dashboard['tags']
+    panels = list(dq.iter_panels(dashboard['panels']))
+    assert panels, 'no panels'
+    ids = [p['id'] for p in panels]
+    assert len(ids) == len(set(ids)), 'duplicate panel ids %s' % ids
+    uid = _role_vars()['__monitoring_grafana_datasource_uid']
+    for panel in panels:
+        if panel.get('type') == 'row':
+            continue
+        assert panel['datasource']['uid'] == uid, panel['title']
+        refs = [t['refId'] for t in panel['targets']]
+        assert refs and len(refs) == len(set(refs)), panel['title']
+        for target in panel['targets']:
+            assert target['datasource']['uid'] == uid
+            assert target.get('expr', '').strip(), '%s %s has no expression' % (panel['title'], target['refId'])
+            reason = target.get('gpuclusterMayBeEmpty')
+            assert reason is None or (isinstance(reason, str) and len(reason) > 10)
+
+
+def test_every_query_was_extracted():
+    targets = sum(len(p.get('targets', [])) for d in DASHBOARDS.values() for p in dq.iter_panels(d['panels']))
+    variables = sum(len(d['templating']['list']) for d in DASHBOARDS.values())
+    assert len(RECORDS) == targets + variables
+    assert len(RECORDS) > 40
+
+
+@pytest.mark.parametrize('record', RECORDS, ids=lambda r: '%s:%s:%s' % (r['uid'], r['panel'][:30], r['ref']))
+def test_query_is_well_formed(record):
+    query = record['query']
+    assert '$' not in query, 'unreplaced variable in %r' % query
+    for opening, closing in ('()', '[]', '{}'):
+        depth = 0
+        for char in re.sub(r'"(?:[^"\\]|\\.)*"', '""', query):
+            depth += {opening: 1, closing: -1}.get(char, 0)
+            assert depth >= 0, 'unbalanced %s in %r' % (opening + closing, query)
+        assert depth == 0, 'unbalanced %s in %r' % (opening + closing, query)
+    assert query.count('"') % 2 == 0
+
+
+@pytest.mark.parametrize('record', RECORDS, ids=lambda r: '%s:%s:%s' % (r['uid'], r['panel'][:30], r['ref']))
+def test_query_uses_documented_metric_names(record):
+    for metric in _METRIC_RE.findall(record['query']):
+        assert metric in HEALTH_METRICS | OWN_METRICS | INFINIBAND_METRICS, 'unknown metric %s in %r' % (metric, record['query'])
+
+
+@pytest.mark.parametrize('template', sorted(os.listdir(os.path.join(ROLE, 'templates', 'rules'))))
+def test_rules_use_documented_metric_names(template):
+    with open(os.path.join(ROLE, 'templates', 'rules', template)) as handle:
+        text = handle.read()
+    unknown = set(_METRIC_RE.findall(text)) - HEALTH_METRICS - OWN_METRICS - INFINIBAND_METRICS
+    assert not unknown
+
+
+def test_every_rule_file_has_a_test_file():
+    rules = _role_vars()['__monitoring_rule_files']
+    assert sorted(rules) == sorted(f[:-len('.rules.yml.j2')] for f in os.listdir(os.path.join(ROLE, 'templates', 'rules')))
+    assert sorted(rules) == sorted(f[:-len('.test.yml.j2')] for f in os.listdir(os.path.join(ROLE, 'templates', 'rule-tests')))
+
+
+@pytest.mark.parametrize('expr, values, expected', [
+    ('up{instance=~"$node"}', {'node': '.+'}, 'up{instance=~".+"}'),
+    ('x{instance=~"${node}",gpu=~"$gpu"}', {'node': 'node1', 'gpu': '0'}, 'x{instance=~"node1",gpu=~"0"}'),
+    ('rate(x[$__rate_interval])', {}, 'rate(x[1m])'),
+    ('increase(x[$__range])', {}, 'increase(x[1h])'),
+    ('x{a="${node:regex}"}', {'node': 'n'}, 'x{a="n"}'),
+])
+def test_substitute(expr, values, expected):
+    assert dq.substitute(expr, values) == expected
+
+
+def test_substitute_rejects_unknown_variables():
+    with pytest.raises(KeyError):
+        dq.substitute('up{instance=~"$nodes"}', {'node': '.+'})
+
+
+@pytest.mark.parametrize('query, expected', [
+    ('label_values(up{job="node"}, instance)', ('up{job="node"}', 'instance')),
+    ('label_values(gpucluster_gpu_info{instance=~"$node"}, gpu)', ('gpucluster_gpu_info{instance=~"$node"}', 'gpu')),
+    ('label_values(instance)', (None, 'instance')),
+    ('query_result(up)', None),
+])
+def test_label_values_to_query(query, expected):
+    assert dq.label_values_to_query(query) == expected
+
+
+@pytest.mark.parametrize('answer, record, problem', [
+    ({'status': 'success', 'data': {'result': [{'metric': {}}]}}, {'kind': 'panel', 'may_be_empty': None}, None),
+    ({'status': 'success', 'data': {'result': []}}, {'kind': 'panel', 'may_be_empty': None}, 'no data'),
+    ({'status': 'success', 'data': {'result': []}}, {'kind': 'panel', 'may_be_empty': 'no IB here'}, None),
+    ({'status': 'error', 'error': 'parse error'}, {'kind': 'panel', 'may_be_empty': 'x'}, 'query failed: parse error'),
+    ({'status': 'success', 'data': {'result': [{'metric': {'gpu': '0'}}]}}, {'kind': 'variable', 'label': 'gpu'}, None),
+    ({'status': 'success', 'data': {'result': [{'metric': {'job': 'node'}}]}}, {'kind': 'variable', 'label': 'gpu'},
+     "no series carries label 'gpu'"),
+])
+def test_judge(answer, record, problem):
+    assert dq.judge(record, answer) == problem
+
+
+def test_recording_rules_cover_every_query():
+    rules = yaml.safe_load(dq.as_recording_rules(RECORDS))['groups'][0]['rules']
+    assert [r['expr'] for r in rules] == [r['query'] for r in RECORDS]
