@@ -47,8 +47,7 @@ def iter_panels(panels):
     """Yield every panel, descending into collapsed rows."""
     for panel in panels or []:
         yield panel
-        for inner in iter_panels(panel.get('panels')):
-            yield inner
+        yield from iter_panels(panel.get('panels'))
 
 
 def variable_values(dashboard):
