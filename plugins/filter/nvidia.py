@@ -1,0 +1,496 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decision code of the nvidia_driver and cuda_toolkit roles.
+
+Pure functions over strings, lists and dicts: which packages (and which package version
+patterns) each driver source installs for an upstream driver version, which kernel module
+flavour fits the GPUs found on the PCI bus, whether NVSwitches are present, what the loaded
+kernel module reports, and which driver a CUDA toolkit needs.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only without ansible-core installed
+    class AnsibleFilterError(Exception):
+        pass
+
+
+DRIVER_VERSION_RE = re.compile(r'^(?P<branch>[1-9][0-9]{2,3})\.(?P<minor>[0-9]{1,3})(?:\.(?P<patch>[0-9]{1,3}))?$')
+CUDA_VERSION_RE = re.compile(r'^(?P<major>[0-9]{2})\.(?P<minor>[0-9]{1,2})(?:\.(?P<patch>[0-9]{1,2}))?$')
+
+NVIDIA_PCI_VENDOR = '0x10de'
+# PCI class codes (class, subclass): 0x0300 VGA, 0x0302 3D controller (data center GPUs),
+# 0x0680 "other bridge": how NVSwitch devices present themselves.
+GPU_CLASSES = ('0x0300', '0x0302')
+NVSWITCH_CLASS = '0x0680'
+# The first Turing device id is 0x1e02 (TU102); every Maxwell, Pascal and Volta id is below 0x1e00.
+# The open kernel modules support Turing and later only.
+TURING_FIRST_DEVICE_ID = 0x1e00
+# Grace Hopper (GH100 in GH200 is 0x2342) and Blackwell (GB100/GB102 0x29xx, GB20x 0x2bxx-0x2fxx):
+# NVIDIA supports only the open kernel modules there.
+OPEN_ONLY_FIRST_DEVICE_ID = 0x2900
+# Since R560 NVIDIA's installers default to the open modules (on Turing and later GPUs).
+OPEN_DEFAULT_BRANCH = 560
+# Open kernel modules exist from R515 (production for data center GPUs).
+OPEN_FIRST_BRANCH = 515
+
+# CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions", Linux x86_64:
+# the driver shipped with each toolkit release (full feature set, PTX JIT of its own code).
+CUDA_TOOLKIT_DRIVER = {
+    '11.0.1': '450.36.06', '11.0.2': '450.51.05', '11.0.3': '450.51.06',
+    '11.1.0': '455.23', '11.1.1': '455.32',
+    '11.2.0': '460.27.03', '11.2.1': '460.32.03', '11.2.2': '460.32.03',
+    '11.3.0': '465.19.01', '11.3.1': '465.19.01',
+    '11.4.0': '470.42.01', '11.4.1': '470.57.02', '11.4.2': '470.57.02',
+    '11.4.3': '470.82.01', '11.4.4': '470.82.01',
+    '11.5.0': '495.29.05', '11.5.1': '495.29.05', '11.5.2': '495.29.05',
+    '11.6.0': '510.39.01', '11.6.1': '510.47.03', '11.6.2': '510.47.03',
+    '11.7.0': '515.43.04', '11.7.1': '515.48.07',
+    '11.8.0': '520.61.05',
+    '12.0.0': '525.60.13', '12.0.1': '525.85.12',
+    '12.1.0': '530.30.02', '12.1.1': '530.30.02',
+    '12.2.0': '535.54.03', '12.2.1': '535.86.09', '12.2.2': '535.104.05',
+    '12.3.0': '545.23.06', '12.3.1': '545.23.08', '12.3.2': '545.23.08',
+    '12.4.0': '550.54.14', '12.4.1': '550.54.15',
+    '12.5.0': '555.42.02', '12.5.1': '555.42.06',
+    '12.6.0': '560.28.03', '12.6.1': '560.35.03', '12.6.2': '560.35.03', '12.6.3': '560.35.05',
+    '12.8.0': '570.26', '12.8.1': '570.124.06',
+    '12.9.0': '575.51.03', '12.9.1': '575.57.08',
+    '13.0.0': '580.65.06', '13.0.1': '580.82.07', '13.0.2': '580.95.05',
+}
+# CUDA Compatibility guide, minor version compatibility: the lowest driver of each major family.
+CUDA_MINOR_COMPAT_DRIVER = {'11': '450.80.02', '12': '525.60.13', '13': '580.65.06'}
+
+SOURCES = ('distro', 'cuda_repo', 'runfile')
+MODULE_TYPES = ('auto', 'open', 'proprietary')
+
+
+def _fail(msg):
+    raise AnsibleFilterError(msg)
+
+
+def _vtuple(version):
+    return tuple(int(p) for p in str(version).split('.'))
+
+
+def nvidia_driver_version_info(version):
+    """Split an upstream driver version such as 535.309.01 into its parts; fail when malformed."""
+    match = DRIVER_VERSION_RE.match(str(version))
+    if not match:
+        _fail("nvidia_driver_version '%s' is not an upstream driver version: expected "
+              "BRANCH.MINOR[.PATCH] such as 535.309.01 or 570.26" % (version,))
+    return {
+        'version': str(version),
+        'branch': int(match.group('branch')),
+        'minor': int(match.group('minor')),
+        'patch': int(match.group('patch')) if match.group('patch') is not None else None,
+    }
+
+
+def nvidia_upstream_version(package_version):
+    """Upstream driver version inside a package version string.
+
+    '535.309.01-0+deb12u1' -> '535.309.01', '3:550.54.15-1.el9' -> '550.54.15',
+    '550.163.01-0ubuntu0.24.04.1' -> '550.163.01'; '' when nothing fits.
+    """
+    text = str(package_version or '')
+    if ':' in text:
+        text = text.split(':', 1)[1]
+    match = re.match(r'^([0-9]+\.[0-9]+(?:\.[0-9]+)?)', text)
+    return match.group(1) if match else ''
+
+
+def nvidia_loaded_version(proc_text):
+    """Version of the loaded kernel module from /proc/driver/nvidia/version text ('' when absent).
+
+    Both 'NVIDIA UNIX x86_64 Kernel Module  535.309.01 ...' (proprietary) and
+    'NVIDIA UNIX Open Kernel Module for x86_64  565.57.01 ...' (open) are understood.
+    """
+    for line in str(proc_text or '').splitlines():
+        if not line.startswith('NVRM version:'):
+            continue
+        match = re.search(r'Kernel Module(?: for \S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s', line + ' ')
+        if match:
+            return match.group(1)
+    return ''
+
+
+def nvidia_loaded_flavour(proc_text):
+    """'open', 'proprietary' or '' for the loaded module described by /proc/driver/nvidia/version."""
+    for line in str(proc_text or '').splitlines():
+        if line.startswith('NVRM version:'):
+            return 'open' if 'Open Kernel Module' in line else 'proprietary'
+    return ''
+
+
+def nvidia_pci_devices(probe_text):
+    """NVIDIA devices from lines 'ADDRESS VENDOR CLASS DEVICE' (values as sysfs writes them)."""
+    devices = []
+    for line in str(probe_text or '').splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[1].lower() != NVIDIA_PCI_VENDOR:
+            continue
+        pci_class = fields[2].lower()
+        kind = 'other'
+        if pci_class[:6] in GPU_CLASSES:
+            kind = 'gpu'
+        elif pci_class[:6] == NVSWITCH_CLASS:
+            kind = 'nvswitch'
+        try:
+            device_id = int(fields[3], 16)
+        except ValueError:
+            continue
+        devices.append({'address': fields[0], 'class': pci_class, 'device': device_id, 'kind': kind})
+    return devices
+
+
+def nvidia_nvswitch_present(devices):
+    return any(d.get('kind') == 'nvswitch' for d in devices or [])
+
+
+def nvidia_kernel_module_type(requested, version, devices=None):
+    """Choose the kernel module flavour and say why.
+
+    auto: proprietary when any pre-Turing GPU is present; open when an open-only GPU
+    (Grace Hopper / Blackwell) is present; otherwise NVIDIA's installer default for the
+    branch (open from R560, proprietary before). An explicit choice that the GPUs or the
+    branch cannot run fails.
+    """
+    if requested not in MODULE_TYPES:
+        _fail("nvidia_driver_kernel_module_type '%s' is not one of %s" % (requested, ', '.join(MODULE_TYPES)))
+    branch = nvidia_driver_version_info(version)['branch']
+    gpus = [d for d in devices or [] if d.get('kind') == 'gpu']
+    pre_turing = [d for d in gpus if d['device'] < TURING_FIRST_DEVICE_ID]
+    open_only = [d for d in gpus if d['device'] >= OPEN_ONLY_FIRST_DEVICE_ID or d['device'] in (0x2342, 0x2348)]
+    if pre_turing and open_only:
+        _fail('GPUs that need the proprietary modules (%s) and GPUs that need the open modules (%s) '
+              'are in the same node' % (_ids(pre_turing), _ids(open_only)))
+    if requested == 'open':
+        if pre_turing:
+            _fail("nvidia_driver_kernel_module_type 'open' cannot drive the pre-Turing GPUs %s; "
+                  "use 'proprietary' or 'auto'" % _ids(pre_turing))
+        if branch < OPEN_FIRST_BRANCH:
+            _fail("nvidia_driver_kernel_module_type 'open' needs driver branch >= %d (got %d)" % (OPEN_FIRST_BRANCH, branch))
+        return {'type': 'open', 'reason': 'requested'}
+    if requested == 'proprietary':
+        if open_only:
+            _fail("nvidia_driver_kernel_module_type 'proprietary' is not supported by NVIDIA on %s "
+                  "(Grace Hopper / Blackwell need the open modules); use 'open' or 'auto'" % _ids(open_only))
+        return {'type': 'proprietary', 'reason': 'requested'}
+    if pre_turing:
+        return {'type': 'proprietary', 'reason': 'pre-Turing GPU present (%s)' % _ids(pre_turing)}
+    if open_only:
+        if branch < OPEN_FIRST_BRANCH:
+            _fail('GPUs %s need the open kernel modules, which driver branch %d does not have' % (_ids(open_only), branch))
+        return {'type': 'open', 'reason': 'Grace Hopper / Blackwell GPU present (%s)' % _ids(open_only)}
+    if branch >= OPEN_DEFAULT_BRANCH:
+        return {'type': 'open', 'reason': 'NVIDIA default from R%d for Turing and later' % OPEN_DEFAULT_BRANCH}
+    return {'type': 'proprietary', 'reason': 'NVIDIA default before R%d' % OPEN_DEFAULT_BRANCH}
+
+
+def _ids(devices):
+    return ', '.join('%s (0x%04x)' % (d['address'], d['device']) for d in devices)
+
+
+def _apt_pin(names, version):
+    return ['%s=%s-*' % (n, version) for n in names]
+
+
+def nvidia_driver_plan(version, source, distribution, major, module_type, headless=True,
+                       fabricmanager=False, packages_override=None):
+    """Package plan of one driver source on one OS.
+
+    Returns a dict:
+      packages       names to install (all at the driver version unless listed in unpinned)
+      install        install specs (apt 'name=VER-*', dnf 'name-VER')
+      unpinned       names installed at whatever the source ships (they have their own version)
+      hold           names to hold (apt-mark hold) or versionlock (dnf)
+      version_glob   the package version glob of this driver version
+      carrier        the package whose installed version is the installed driver version
+      obsolete_re    regular expression of installed package names that this plan replaces
+      module_stream  dnf module stream (RHEL family, cuda_repo) or ''
+      fabricmanager_service / persistenced_service   unit names
+    """
+    info = nvidia_driver_version_info(version)
+    branch = info['branch']
+    if source not in SOURCES:
+        _fail("nvidia_driver_source '%s' is not one of %s" % (source, ', '.join(SOURCES)))
+    if module_type not in ('open', 'proprietary'):
+        _fail("kernel module type '%s' is not 'open' or 'proprietary'" % (module_type,))
+    is_open = module_type == 'open'
+    major = str(major)
+    plan = {
+        'packages': [], 'unpinned': [], 'version_glob': '%s-*' % version, 'carrier': '',
+        'obsolete_re': '', 'module_stream': '', 'manager': 'apt',
+        'persistenced_service': 'nvidia-persistenced', 'fabricmanager_service': 'nvidia-fabricmanager',
+    }
+    if source == 'runfile':
+        plan.update({'manager': 'runfile', 'install': [], 'hold': []})
+        return plan
+
+    if distribution == 'Debian' and source == 'distro':
+        kmod = 'nvidia-open-kernel-dkms' if is_open else 'nvidia-kernel-dkms'
+        other = 'nvidia-kernel-dkms' if is_open else 'nvidia-open-kernel-dkms'
+        names = [kmod, 'nvidia-smi', 'libcuda1', 'libnvidia-ml1']
+        if not headless:
+            names.insert(0, 'nvidia-driver')
+        if fabricmanager:
+            _fail('Debian does not package NVIDIA Fabric Manager: use nvidia_driver_source=cuda_repo on '
+                  'NVSwitch systems, or set nvidia_driver_fabricmanager=false if this node has no NVSwitch')
+        plan.update({
+            'packages': names + ['nvidia-persistenced'],
+            # nvidia-persistenced is its own upstream project in Debian (535.171.04 in bookworm).
+            'unpinned': ['nvidia-persistenced'],
+            'carrier': 'nvidia-smi',
+            'obsolete_re': '^%s$' % re.escape(other),
+        })
+    elif distribution == 'Ubuntu' and source == 'distro':
+        suffix = '-server-open' if is_open else '-server'
+        other = '-server' if is_open else '-server-open'
+        meta = ('nvidia-headless-%d%s' if headless else 'nvidia-driver-%d%s') % (branch, suffix)
+        names = [meta, 'nvidia-utils-%d-server' % branch, 'nvidia-compute-utils-%d-server' % branch]
+        if fabricmanager:
+            names += ['nvidia-fabricmanager-%d' % branch, 'libnvidia-nscq-%d' % branch]
+        plan.update({
+            'packages': names,
+            'carrier': 'nvidia-utils-%d-server' % branch,
+            # Other branches of the same family, and the other kernel module flavour of this branch.
+            'obsolete_re': r'^(lib)?nvidia-[a-z0-9-]+-(?!%d(-|$))[0-9]{3}(-server)?(-open)?$|'
+                           r'^nvidia-(dkms|kernel-source|headless|driver|headless-no-dkms)-%d%s$' % (branch, branch, other),
+        })
+    elif distribution in ('Debian', 'Ubuntu') and source == 'cuda_repo':
+        if branch >= 590:
+            _fail('driver branch %d drops branch names from the CUDA repository packages; '
+                  'set nvidia_driver_packages explicitly' % branch)
+        meta = ('nvidia-open-%d' % branch) if is_open else ('cuda-drivers-%d' % branch)
+        names = [meta, 'nvidia-persistenced']
+        if fabricmanager:
+            if branch >= 580:
+                names += ['nvidia-fabricmanager', 'libnvidia-nscq']
+            else:
+                names += ['nvidia-fabricmanager-%d' % branch, 'libnvidia-nscq-%d' % branch]
+        plan.update({
+            'packages': names,
+            'carrier': meta,
+            'obsolete_re': r'^(cuda-drivers|nvidia-open|nvidia-fabricmanager|libnvidia-nscq)-(?!%d$)[0-9]{3}$|^%s$'
+                           % (branch, re.escape(('cuda-drivers-%d' if is_open else 'nvidia-open-%d') % branch)),
+        })
+    elif distribution == 'RedHat' and source == 'cuda_repo':
+        if major not in ('8', '9'):
+            _fail('the CUDA repository path supports RHEL/Rocky 8 and 9 (got %s)' % major)
+        kmod = 'kmod-nvidia-open-dkms' if is_open else 'kmod-nvidia-latest-dkms'
+        names = ['nvidia-driver', 'nvidia-driver-cuda', 'nvidia-driver-libs', kmod, 'nvidia-persistenced']
+        if fabricmanager:
+            names += ['nvidia-fabric-manager', 'libnvidia-nscq-%d' % branch]
+        plan.update({
+            'manager': 'dnf',
+            'packages': names,
+            'carrier': 'nvidia-driver',
+            'module_stream': 'nvidia-driver:%d-%s' % (branch, 'open' if is_open else 'dkms'),
+            'obsolete_re': '^%s$' % ('kmod-nvidia-latest-dkms' if is_open else 'kmod-nvidia-open-dkms'),
+            'fabricmanager_service': 'nvidia-fabricmanager',
+        })
+    elif distribution == 'RedHat':
+        _fail("nvidia_driver_source 'distro' is not available on RHEL/Rocky (no driver in the base "
+              "repositories): use 'cuda_repo' or 'runfile'")
+    else:
+        _fail("nvidia_driver_source '%s' is not supported on %s %s" % (source, distribution, major))
+
+    if packages_override:
+        plan['packages'] = list(packages_override)
+        plan['carrier'] = plan['packages'][0]
+        plan['unpinned'] = [n for n in plan['unpinned'] if n in plan['packages']]
+    pinned = [n for n in plan['packages'] if n not in plan['unpinned']]
+    if plan['manager'] == 'dnf':
+        plan['install'] = ['%s-%s' % (n, version) for n in pinned] + plan['unpinned']
+        plan['hold'] = ['%s-%s' % (n, version) for n in pinned] + plan['unpinned']
+    else:
+        plan['install'] = _apt_pin(pinned, version) + plan['unpinned']
+        plan['hold'] = list(plan['packages'])
+    return plan
+
+
+def nvidia_installed_matches(installed, plan):
+    """Compare package_facts' packages with a plan.
+
+    Returns {'current': bool, 'installed_version': upstream version of the carrier or '',
+             'stale': [names installed at another driver version],
+             'obsolete': [installed names that the plan replaces]}.
+    """
+    installed = installed or {}
+    version = plan['version_glob'][:-2]
+    stale = []
+    for name in plan['packages']:
+        if name in plan.get('unpinned', []):
+            continue
+        for entry in installed.get(name, []):
+            if nvidia_upstream_version(entry.get('version', '')) != version:
+                stale.append(name)
+                break
+    obsolete = []
+    if plan.get('obsolete_re'):
+        regex = re.compile(plan['obsolete_re'])
+        obsolete = sorted(n for n in installed if regex.search(n) and n not in plan['packages'])
+    carrier = installed.get(plan.get('carrier', ''), [])
+    installed_version = nvidia_upstream_version(carrier[0].get('version', '')) if carrier else ''
+    missing = [n for n in plan['packages'] if n not in installed]
+    return {
+        'current': not stale and not obsolete and not missing,
+        'installed_version': installed_version,
+        'stale': sorted(set(stale)),
+        'obsolete': obsolete,
+        'missing': missing,
+    }
+
+
+def nvidia_reboot_required(installed_version, proc_text, modules_text='', wanted_flavour=''):
+    """The reboot contract: a reboot is needed when the loaded module is not the installed driver,
+    when nouveau is still loaded, or when the loaded flavour is not the wanted one."""
+    reasons = []
+    loaded = nvidia_loaded_version(proc_text)
+    if installed_version:
+        if not loaded:
+            reasons.append('no NVIDIA kernel module is loaded (installed %s)' % installed_version)
+        elif loaded != installed_version:
+            reasons.append('loaded module %s differs from installed driver %s' % (loaded, installed_version))
+        elif wanted_flavour and nvidia_loaded_flavour(proc_text) != wanted_flavour:
+            reasons.append('loaded module is %s, %s is installed' % (nvidia_loaded_flavour(proc_text), wanted_flavour))
+    for line in str(modules_text or '').splitlines():
+        if line.split(' ', 1)[0] == 'nouveau':
+            reasons.append('nouveau is loaded')
+            break
+    return {'required': bool(reasons), 'reasons': reasons, 'loaded_version': loaded}
+
+
+def cuda_version_info(version):
+    match = CUDA_VERSION_RE.match(str(version))
+    if not match:
+        _fail("CUDA toolkit version '%s' is malformed: expected MAJOR.MINOR or MAJOR.MINOR.UPDATE such as 12.4 or 12.4.1" % (version,))
+    major, minor = match.group('major'), match.group('minor')
+    return {
+        'version': str(version), 'major': int(major), 'minor': int(minor),
+        'patch': int(match.group('patch')) if match.group('patch') is not None else None,
+        'short': '%s.%s' % (major, minor), 'dashed': '%s-%s' % (major, minor),
+    }
+
+
+def cuda_min_driver(version, compatibility='full'):
+    """Lowest Linux x86_64 driver that runs a CUDA toolkit.
+
+    full: the toolkit's own driver (for MAJOR.MINOR, the highest of its updates, since an
+    unpinned update may be installed); minor: CUDA minor version compatibility.
+    """
+    info = cuda_version_info(version)
+    if compatibility == 'minor':
+        if str(info['major']) not in CUDA_MINOR_COMPAT_DRIVER:
+            _fail('no minor version compatibility data for CUDA %d' % info['major'])
+        return CUDA_MINOR_COMPAT_DRIVER[str(info['major'])]
+    if compatibility != 'full':
+        _fail("cuda_toolkit_driver_compatibility '%s' is not 'full' or 'minor'" % (compatibility,))
+    if info['patch'] is not None:
+        key = '%s.%d' % (info['short'], info['patch'])
+        if key not in CUDA_TOOLKIT_DRIVER:
+            _fail('CUDA %s is not in the toolkit/driver table (known: %s)' % (version, ', '.join(sorted(CUDA_TOOLKIT_DRIVER, key=_vtuple))))
+        return CUDA_TOOLKIT_DRIVER[key]
+    candidates = [v for k, v in CUDA_TOOLKIT_DRIVER.items() if k.startswith(info['short'] + '.')]
+    if not candidates:
+        _fail('CUDA %s is not in the toolkit/driver table' % (version,))
+    return max(candidates, key=_vtuple)
+
+
+def cuda_driver_check(versions, driver_version, compatibility='full'):
+    """[{'version', 'min_driver', 'ok'}] for each toolkit version against the driver."""
+    driver = _vtuple(nvidia_driver_version_info(driver_version)['version'])
+    result = []
+    for version in versions:
+        need = cuda_min_driver(version, compatibility)
+        result.append({'version': str(version), 'min_driver': need, 'ok': driver >= _vtuple(need)})
+    return result
+
+
+def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''):
+    """Packages of the cuda_toolkit role: install specs, names to hold and the default prefix."""
+    infos = [cuda_version_info(v) for v in versions]
+    default_info = cuda_version_info(default)
+    if default_info['short'] not in [i['short'] for i in infos]:
+        _fail("cuda_toolkit_version '%s' is not among cuda_toolkit_versions %s" % (default, list(versions)))
+    if len(set(i['short'] for i in infos)) != len(infos):
+        _fail('cuda_toolkit_versions %s names one toolkit twice' % (list(versions),))
+    dnf = distribution == 'RedHat'
+    install, hold = [], []
+    if source == 'distro':
+        if distribution != 'Debian' and distribution != 'Ubuntu':
+            _fail("cuda_toolkit_source 'distro' exists on Debian and Ubuntu only")
+        if len(infos) != 1:
+            _fail("cuda_toolkit_source 'distro' provides one toolkit; cuda_toolkit_versions must hold only %s" % default)
+        if cudnn:
+            _fail("cuda_toolkit_cudnn_version cannot be pinned with cuda_toolkit_source 'distro' "
+                  "(Debian's nvidia-cudnn downloads cuDNN at install time); use 'cuda_repo' or leave it empty")
+        install.append('nvidia-cuda-toolkit=%s.*' % default_info['short'] if default_info['patch'] is None
+                       else 'nvidia-cuda-toolkit=%s.*~%s.%d-*' % (default_info['short'], default_info['short'], default_info['patch']))
+        hold.append('nvidia-cuda-toolkit')
+        if nccl:
+            install += ['libnccl2=%s*' % nccl, 'libnccl-dev=%s*' % nccl]
+            hold += ['libnccl2', 'libnccl-dev']
+        return {'install': install, 'hold': hold, 'prefix': '/usr', 'prefixes': ['/usr'], 'manager': 'apt'}
+    if source != 'cuda_repo':
+        _fail("cuda_toolkit_source '%s' is not 'cuda_repo' or 'distro'" % (source,))
+    for info in infos:
+        name = 'cuda-toolkit-%s' % info['dashed']
+        if info['patch'] is None:
+            install.append(name)
+            hold.append(name)
+        else:
+            ver = '%s.%d' % (info['short'], info['patch'])
+            install.append(('%s-%s' if dnf else '%s=%s-*') % (name, ver))
+            hold.append('%s-%s' % (name, ver) if dnf else name)
+    major = default_info['major']
+    if cudnn:
+        cudnn_major = str(cudnn).split('.', 1)[0]
+        if not re.match(r'^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+-[0-9]+', str(cudnn)):
+            _fail("cuda_toolkit_cudnn_version '%s' is malformed: expected the package version such as 9.1.0.70-1" % (cudnn,))
+        if cudnn_major == '8':
+            names = ['libcudnn8', 'libcudnn8-devel' if dnf else 'libcudnn8-dev']
+            if '+cuda%d.' % major not in str(cudnn):
+                _fail("cuda_toolkit_cudnn_version '%s' (cuDNN 8) must name a build for CUDA %d, such as 8.9.7.29-1+cuda12.2" % (cudnn, major))
+        else:
+            names = ['libcudnn%s-cuda-%d' % (cudnn_major, major), 'libcudnn%s-devel-cuda-%d' % (cudnn_major, major) if dnf
+                     else 'libcudnn%s-dev-cuda-%d' % (cudnn_major, major)]
+        install += [('%s-%s' if dnf else '%s=%s') % (n, cudnn) for n in names]
+        hold += [('%s-%s' % (n, cudnn)) if dnf else n for n in names]
+    if nccl:
+        match = re.match(r'^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\+cuda([0-9]+)\.[0-9]+$', str(nccl))
+        if not match:
+            _fail("cuda_toolkit_nccl_version '%s' is malformed: expected the package version such as 2.21.5-1+cuda12.4" % (nccl,))
+        if int(match.group(1)) != major:
+            _fail("cuda_toolkit_nccl_version '%s' is built for CUDA %s, the default toolkit is CUDA %d" % (nccl, match.group(1), major))
+        names = ['libnccl', 'libnccl-devel'] if dnf else ['libnccl2', 'libnccl-dev']
+        install += [('%s-%s' if dnf else '%s=%s') % (n, nccl) for n in names]
+        hold += [('%s-%s' % (n, nccl)) if dnf else n for n in names]
+    return {
+        'install': install, 'hold': hold, 'manager': 'dnf' if dnf else 'apt',
+        'prefix': '/usr/local/cuda-%s' % default_info['short'],
+        'prefixes': ['/usr/local/cuda-%s' % i['short'] for i in infos],
+    }
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            'nvidia_driver_version_info': nvidia_driver_version_info,
+            'nvidia_upstream_version': nvidia_upstream_version,
+            'nvidia_loaded_version': nvidia_loaded_version,
+            'nvidia_pci_devices': nvidia_pci_devices,
+            'nvidia_nvswitch_present': nvidia_nvswitch_present,
+            'nvidia_kernel_module_type': nvidia_kernel_module_type,
+            'nvidia_driver_plan': nvidia_driver_plan,
+            'nvidia_installed_matches': nvidia_installed_matches,
+            'nvidia_reboot_required': nvidia_reboot_required,
+            'cuda_version_info': cuda_version_info,
+            'cuda_min_driver': cuda_min_driver,
+            'cuda_driver_check': cuda_driver_check,
+            'cuda_toolkit_plan': cuda_toolkit_plan,
+        }

@@ -1,0 +1,279 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import glob
+import os
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpucluster.core.plugins.filter import nvidia
+
+
+def _own(own_fixtures_dir, name):
+    with open(os.path.join(own_fixtures_dir, 'nvidia_driver', name)) as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize('version,branch,patch', [
+    ('535.309.01', 535, 1), ('550.163.01', 550, 1), ('570.26', 570, None), ('1000.10.1', 1000, 1),
+])
+def test_version_info(version, branch, patch):
+    info = nvidia.nvidia_driver_version_info(version)
+    assert (info['branch'], info['patch']) == (branch, patch)
+
+
+@pytest.mark.parametrize('bad', ['535', '535.x.01', 'latest', '535.309.01-1', ' 535.309.01', '35.3.1', ''])
+def test_version_info_rejects(bad):
+    with pytest.raises(AnsibleFilterError, match='nvidia_driver_version'):
+        nvidia.nvidia_driver_version_info(bad)
+
+
+@pytest.mark.parametrize('package_version,upstream', [
+    ('535.309.01-0+deb12u1', '535.309.01'),
+    ('550.163.01-2', '550.163.01'),
+    ('3:550.54.15-1.el9', '550.54.15'),
+    ('535.216.01-0ubuntu0.22.04.1', '535.216.01'),
+    ('', ''),
+])
+def test_upstream_version(package_version, upstream):
+    assert nvidia.nvidia_upstream_version(package_version) == upstream
+
+
+@pytest.mark.parametrize('name,version,flavour', [
+    ('proc_version_proprietary_535.309.01.txt', '535.309.01', 'proprietary'),
+    ('proc_version_open_550.163.01.txt', '550.163.01', 'open'),
+])
+def test_loaded_version_own(own_fixtures_dir, name, version, flavour):
+    text = _own(own_fixtures_dir, name)
+    assert nvidia.nvidia_loaded_version(text) == version
+    assert nvidia.nvidia_loaded_flavour(text) == flavour
+
+
+def test_loaded_version_real_recordings(real_fixtures_dir):
+    files = sorted(glob.glob(os.path.join(real_fixtures_dir, '**', '*proc-driver-nvidia-version*'), recursive=True))
+    if not files:
+        pytest.skip('no /proc/driver/nvidia/version recordings in the corpus')
+    for path in files:
+        with open(path) as handle:
+            text = handle.read()
+        # The file names carry the version and flavour the recording shows.
+        expected = [p for p in os.path.basename(path).replace('.txt', '').split('_') if p.count('.') >= 1]
+        version = nvidia.nvidia_loaded_version(text)
+        assert version and any(version in e for e in expected), path
+        if '_open-' in path:
+            assert nvidia.nvidia_loaded_flavour(text) == 'open'
+        if '_proprietary-' in path:
+            assert nvidia.nvidia_loaded_flavour(text) == 'proprietary'
+
+
+def test_loaded_version_absent():
+    assert nvidia.nvidia_loaded_version('') == ''
+    assert nvidia.nvidia_loaded_version('garbage\n') == ''
+
+
+def test_pci_devices_and_nvswitch(own_fixtures_dir):
+    devices = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, 'pci_hgx_h100.txt'))
+    assert [d['kind'] for d in devices] == ['gpu', 'gpu', 'nvswitch', 'nvswitch']
+    assert nvidia.nvidia_nvswitch_present(devices)
+    assert not nvidia.nvidia_nvswitch_present(nvidia.nvidia_pci_devices(_own(own_fixtures_dir, 'pci_v100_pcie.txt')))
+    assert nvidia.nvidia_pci_devices('') == []
+
+
+@pytest.mark.parametrize('requested,version,pci,expected', [
+    ('auto', '535.309.01', '', 'proprietary'),            # no GPU visible, R535 default
+    ('auto', '570.124.06', '', 'open'),                   # R560+ default
+    ('auto', '535.309.01', 'pci_hgx_h100.txt', 'proprietary'),
+    ('auto', '570.124.06', 'pci_hgx_h100.txt', 'open'),
+    ('auto', '570.124.06', 'pci_v100_pcie.txt', 'proprietary'),  # Volta needs proprietary
+    ('auto', '570.124.06', 'pci_gb200.txt', 'open'),
+    ('open', '535.309.01', 'pci_hgx_h100.txt', 'open'),
+    ('proprietary', '570.124.06', 'pci_hgx_h100.txt', 'proprietary'),
+])
+def test_kernel_module_type(own_fixtures_dir, requested, version, pci, expected):
+    devices = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, pci)) if pci else []
+    assert nvidia.nvidia_kernel_module_type(requested, version, devices)['type'] == expected
+
+
+@pytest.mark.parametrize('requested,version,pci,message', [
+    ('open', '570.124.06', 'pci_v100_pcie.txt', 'pre-Turing'),
+    ('proprietary', '570.124.06', 'pci_gb200.txt', 'open modules'),
+    ('open', '470.256.02', '', 'branch >= 515'),
+    ('sometimes', '535.309.01', '', 'nvidia_driver_kernel_module_type'),
+])
+def test_kernel_module_type_rejects(own_fixtures_dir, requested, version, pci, message):
+    devices = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, pci)) if pci else []
+    with pytest.raises(AnsibleFilterError, match=message):
+        nvidia.nvidia_kernel_module_type(requested, version, devices)
+
+
+# Package names per source, checked against the names in Debian's archive (apt-cache in the lab
+# images), Ubuntu's -server packages and NVIDIA's driver installation guide.
+@pytest.mark.parametrize('source,dist,major,flavour,headless,fm,packages,install0', [
+    ('distro', 'Debian', '12', 'proprietary', True, False,
+     ['nvidia-kernel-dkms', 'nvidia-smi', 'libcuda1', 'libnvidia-ml1', 'nvidia-persistenced'], 'nvidia-kernel-dkms=535.309.01-*'),
+    ('distro', 'Debian', '12', 'open', False, False,
+     ['nvidia-driver', 'nvidia-open-kernel-dkms', 'nvidia-smi', 'libcuda1', 'libnvidia-ml1', 'nvidia-persistenced'],
+     'nvidia-driver=535.309.01-*'),
+    ('distro', 'Ubuntu', '22', 'proprietary', True, True,
+     ['nvidia-headless-535-server', 'nvidia-utils-535-server', 'nvidia-compute-utils-535-server',
+      'nvidia-fabricmanager-535', 'libnvidia-nscq-535'], 'nvidia-headless-535-server=535.309.01-*'),
+    ('distro', 'Ubuntu', '24', 'open', False, False,
+     ['nvidia-driver-535-server-open', 'nvidia-utils-535-server', 'nvidia-compute-utils-535-server'],
+     'nvidia-driver-535-server-open=535.309.01-*'),
+    ('cuda_repo', 'Ubuntu', '22', 'proprietary', True, False, ['cuda-drivers-535', 'nvidia-persistenced'],
+     'cuda-drivers-535=535.309.01-*'),
+    ('cuda_repo', 'Ubuntu', '24', 'open', True, True,
+     ['nvidia-open-535', 'nvidia-persistenced', 'nvidia-fabricmanager-535', 'libnvidia-nscq-535'], 'nvidia-open-535=535.309.01-*'),
+    ('cuda_repo', 'Debian', '12', 'open', True, False, ['nvidia-open-535', 'nvidia-persistenced'], 'nvidia-open-535=535.309.01-*'),
+    ('cuda_repo', 'RedHat', '9', 'proprietary', True, True,
+     ['nvidia-driver', 'nvidia-driver-cuda', 'nvidia-driver-libs', 'kmod-nvidia-latest-dkms', 'nvidia-persistenced',
+      'nvidia-fabric-manager', 'libnvidia-nscq-535'], 'nvidia-driver-535.309.01'),
+    ('cuda_repo', 'RedHat', '8', 'open', True, False,
+     ['nvidia-driver', 'nvidia-driver-cuda', 'nvidia-driver-libs', 'kmod-nvidia-open-dkms', 'nvidia-persistenced'],
+     'nvidia-driver-535.309.01'),
+])
+def test_driver_plan(source, dist, major, flavour, headless, fm, packages, install0):
+    plan = nvidia.nvidia_driver_plan('535.309.01', source, dist, major, flavour, headless, fm)
+    assert plan['packages'] == packages
+    assert plan['install'][0] == install0
+    assert len(plan['install']) == len(packages)
+
+
+def test_driver_plan_rhel_stream_and_lock():
+    plan = nvidia.nvidia_driver_plan('550.163.01', 'cuda_repo', 'RedHat', '9', 'open')
+    assert plan['module_stream'] == 'nvidia-driver:550-open'
+    assert 'kmod-nvidia-open-dkms-550.163.01' in plan['hold']
+    assert nvidia.nvidia_driver_plan('535.309.01', 'cuda_repo', 'RedHat', '8', 'proprietary')['module_stream'] == 'nvidia-driver:535-dkms'
+
+
+def test_driver_plan_fabricmanager_names_from_580():
+    plan = nvidia.nvidia_driver_plan('580.95.05', 'cuda_repo', 'Ubuntu', '24', 'open', True, True)
+    assert plan['packages'][-2:] == ['nvidia-fabricmanager', 'libnvidia-nscq']
+
+
+@pytest.mark.parametrize('args,message', [
+    (('535.309.01', 'distro', 'Debian', '12', 'proprietary', True, True), 'Debian does not package NVIDIA Fabric Manager'),
+    (('535.309.01', 'distro', 'RedHat', '9', 'proprietary'), "'distro' is not available on RHEL"),
+    (('535.309.01', 'ppa', 'Ubuntu', '22', 'open'), 'nvidia_driver_source'),
+    (('535.309.01', 'cuda_repo', 'RedHat', '10', 'open'), 'RHEL/Rocky 8 and 9'),
+    (('590.44.01', 'cuda_repo', 'Ubuntu', '24', 'open'), 'nvidia_driver_packages'),
+])
+def test_driver_plan_rejects(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        nvidia.nvidia_driver_plan(*args)
+
+
+def test_driver_plan_override_still_pins():
+    plan = nvidia.nvidia_driver_plan('535.309.01', 'distro', 'Debian', '12', 'proprietary', True, False, ['nvidia-tesla-535-driver'])
+    assert plan['install'] == ['nvidia-tesla-535-driver=535.309.01-*']
+    assert plan['carrier'] == 'nvidia-tesla-535-driver'
+
+
+def _pkgs(**versions):
+    return dict((name.replace('_', '-'), [{'version': v}]) for name, v in versions.items())
+
+
+def test_installed_matches_current_and_stale():
+    plan = nvidia.nvidia_driver_plan('535.309.01', 'distro', 'Debian', '12', 'proprietary')
+    current = _pkgs(nvidia_kernel_dkms='535.309.01-0+deb12u1', nvidia_smi='535.309.01-0+deb12u1',
+                    libcuda1='535.309.01-0+deb12u1', libnvidia_ml1='535.309.01-0+deb12u1', nvidia_persistenced='535.171.04-1~deb12u1')
+    state = nvidia.nvidia_installed_matches(current, plan)
+    assert state['current'] and state['installed_version'] == '535.309.01' and not state['stale']
+    older = dict(current, **_pkgs(nvidia_smi='535.261.03-1', libcuda1='535.261.03-1'))
+    older['nvidia-open-kernel-dkms'] = [{'version': '535.261.03-1'}]
+    state = nvidia.nvidia_installed_matches(older, plan)
+    assert not state['current']
+    assert state['stale'] == ['libcuda1', 'nvidia-smi']
+    assert state['obsolete'] == ['nvidia-open-kernel-dkms']
+    assert nvidia.nvidia_installed_matches({}, plan)['missing'] == plan['packages']
+
+
+def test_installed_matches_ubuntu_branch_change():
+    plan = nvidia.nvidia_driver_plan('550.163.01', 'distro', 'Ubuntu', '24', 'proprietary')
+    installed = _pkgs(nvidia_headless_535_server='535.216.01-0ubuntu1', nvidia_dkms_535_server='535.216.01-0ubuntu1',
+                      libnvidia_compute_535_server='535.216.01-0ubuntu1', nvidia_container_toolkit='1.17.8-1',
+                      libnvidia_container1='1.17.8-1', nvidia_headless_550_server_open='550.163.01-0ubuntu1')
+    state = nvidia.nvidia_installed_matches(installed, plan)
+    assert state['obsolete'] == ['libnvidia-compute-535-server', 'nvidia-dkms-535-server', 'nvidia-headless-535-server',
+                                 'nvidia-headless-550-server-open']
+
+
+@pytest.mark.parametrize('installed,proc,modules,flavour,required', [
+    ('535.309.01', 'proc_version_proprietary_535.309.01.txt', '', 'proprietary', False),
+    ('535.309.01', 'proc_version_proprietary_535.309.01.txt', 'nouveau 2502656 0 - Live 0x0\n', 'proprietary', True),
+    ('550.163.01', 'proc_version_proprietary_535.309.01.txt', '', 'proprietary', True),
+    ('535.309.01', 'proc_version_proprietary_535.309.01.txt', '', 'open', True),
+    ('535.309.01', None, '', 'proprietary', True),
+    ('', None, '', 'proprietary', False),
+    ('550.163.01', 'proc_version_open_550.163.01.txt', 'nvidia_uvm 1 0 - Live\nnouveau_x 1 0\n', 'open', False),
+])
+def test_reboot_required(own_fixtures_dir, installed, proc, modules, flavour, required):
+    text = _own(own_fixtures_dir, proc) if proc else ''
+    result = nvidia.nvidia_reboot_required(installed, text, modules, flavour)
+    assert result['required'] is required
+    assert bool(result['reasons']) is required
+
+
+@pytest.mark.parametrize('version,compat,minimum', [
+    ('12.4', 'full', '550.54.15'),
+    ('12.4.0', 'full', '550.54.14'),
+    ('12.2', 'full', '535.104.05'),
+    ('11.8', 'full', '520.61.05'),
+    ('12.8', 'full', '570.124.06'),
+    ('13.0', 'full', '580.95.05'),
+    ('12.4', 'minor', '525.60.13'),
+    ('11.8', 'minor', '450.80.02'),
+    ('13.0.1', 'minor', '580.65.06'),
+])
+def test_cuda_min_driver(version, compat, minimum):
+    assert nvidia.cuda_min_driver(version, compat) == minimum
+
+
+def test_cuda_driver_check():
+    result = nvidia.cuda_driver_check(['12.2', '12.4', '13.0'], '535.309.01')
+    assert [r['ok'] for r in result] == [True, False, False]
+    assert [r['ok'] for r in nvidia.cuda_driver_check(['12.4', '13.0'], '535.309.01', 'minor')] == [True, False]
+    # 570.26 vs 570.124.06: compared numerically, not as strings
+    assert nvidia.cuda_driver_check(['12.8'], '570.26')[0]['ok'] is False
+    assert nvidia.cuda_driver_check(['12.8.0'], '570.26')[0]['ok'] is True
+
+
+@pytest.mark.parametrize('bad', ['12', '12.7', '12.4.9', 'latest', '9.2'])
+def test_cuda_rejects(bad):
+    with pytest.raises(AnsibleFilterError):
+        nvidia.cuda_min_driver(bad)
+
+
+def test_toolkit_plan_apt_and_dnf():
+    plan = nvidia.cuda_toolkit_plan(['12.2', '12.4.1'], '12.4.1', 'cuda_repo', 'Ubuntu', '9.1.0.70-1', '2.21.5-1+cuda12.4')
+    assert plan['install'] == ['cuda-toolkit-12-2', 'cuda-toolkit-12-4=12.4.1-*', 'libcudnn9-cuda-12=9.1.0.70-1',
+                               'libcudnn9-dev-cuda-12=9.1.0.70-1', 'libnccl2=2.21.5-1+cuda12.4', 'libnccl-dev=2.21.5-1+cuda12.4']
+    assert plan['prefix'] == '/usr/local/cuda-12.4'
+    rhel = nvidia.cuda_toolkit_plan(['12.4.1'], '12.4.1', 'cuda_repo', 'RedHat', '', '2.21.5-1+cuda12.4')
+    assert rhel['install'] == ['cuda-toolkit-12-4-12.4.1', 'libnccl-2.21.5-1+cuda12.4', 'libnccl-devel-2.21.5-1+cuda12.4']
+    assert rhel['hold'] == rhel['install']
+    cudnn8 = nvidia.cuda_toolkit_plan(['12.2'], '12.2', 'cuda_repo', 'Debian', '8.9.7.29-1+cuda12.2')
+    assert cudnn8['install'][1:] == ['libcudnn8=8.9.7.29-1+cuda12.2', 'libcudnn8-dev=8.9.7.29-1+cuda12.2']
+
+
+def test_toolkit_plan_distro():
+    plan = nvidia.cuda_toolkit_plan(['11.8'], '11.8', 'distro', 'Debian')
+    assert plan['install'] == ['nvidia-cuda-toolkit=11.8.*'] and plan['prefix'] == '/usr'
+
+
+@pytest.mark.parametrize('args,message', [
+    ((['12.2'], '12.4', 'cuda_repo', 'Ubuntu'), 'not among cuda_toolkit_versions'),
+    ((['12.2', '12.2.2'], '12.2', 'cuda_repo', 'Ubuntu'), 'twice'),
+    ((['12.4', '11.8'], '11.8', 'distro', 'Debian'), 'one toolkit'),
+    ((['11.8'], '11.8', 'distro', 'Debian', '8.9.7.29-1+cuda11.8'), 'cuda_toolkit_cudnn_version'),
+    ((['12.4'], '12.4', 'cuda_repo', 'Ubuntu', '', '2.21.5-1+cuda11.8'), 'built for CUDA 11'),
+    ((['12.4'], '12.4', 'cuda_repo', 'Ubuntu', '', '2.21.5'), 'cuda_toolkit_nccl_version'),
+    ((['12.4'], '12.4', 'cuda_repo', 'Ubuntu', '9.1'), 'cuda_toolkit_cudnn_version'),
+    ((['12.4'], '12.4', 'cuda_repo', 'Ubuntu', '8.9.7.29-1+cuda11.8'), 'CUDA 12'),
+    ((['12.4'], '12.4', 'pip', 'Ubuntu'), 'cuda_toolkit_source'),
+])
+def test_toolkit_plan_rejects(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        nvidia.cuda_toolkit_plan(*args)
