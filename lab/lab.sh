@@ -10,6 +10,11 @@ cd "$(dirname "$0")/.."
 LAB_NODES=${LAB_NODES:-3}
 LAB_IMAGE=${LAB_IMAGE:-debian12}
 LAB_NETWORK=${LAB_NETWORK:-gpucluster-lab}
+# A container cannot raise its hard limits (no CAP_SYS_RESOURCE): nodes start with low soft limits
+# under the docker daemon's hard ones, so that the login-session limits os_tuning writes are seen
+# to take effect (inventories/lab/group_vars/all.yml sets them to the hard caps).
+LAB_ULIMIT_MEMLOCK=${LAB_ULIMIT_MEMLOCK:-65536:8388608}
+LAB_ULIMIT_NOFILE=${LAB_ULIMIT_NOFILE:-1024:20000}
 LABEL=gpucluster.lab
 IMAGE="${LAB_IMAGE_REPO:-gpucluster-lab}:$LAB_IMAGE"
 LOG_DIR=.lab
@@ -37,6 +42,7 @@ create_node() {
     --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=host \
     -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+    --ulimit memlock=$LAB_ULIMIT_MEMLOCK --ulimit nofile=$LAB_ULIMIT_NOFILE \
     --stop-signal SIGRTMIN+3 \
     "$IMAGE" >/dev/null
 }
@@ -98,8 +104,11 @@ summary() {
   echo "GPUs:      test-only stand-in nvidia-smi replaying ${recording:-the recording named by lab_gpu_recording} (lab/prepare.yml)"
   echo "result:    $( [[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)" ) in ${secs}s; recap:"
   sed -n '/PLAY RECAP/,/^$/p' "$log" | tail -n +2 | sed 's/^/           /'
+  local address
+  address=$(docker inspect -f "{{ (index .NetworkSettings.Networks \"$LAB_NETWORK\").IPAddress }}" node1 2>/dev/null || true)
   echo "next:      ansible -i $INVENTORY all -m ping"
-  echo "           docker exec -it node1 bash    (sinfo, srun -N$LAB_NODES hostname, curl localhost:9090/api/v1/targets)"
+  echo "           docker exec node1 sinfo; docker exec node1 srun -N$LAB_NODES hostname"
+  echo "           Prometheus http://$address:9090  Alertmanager http://$address:9093  (from this machine)"
   echo "           full log: $log; make lab again converges with changed=0; make lab-down removes the lab"
   echo "================================================"
 }
