@@ -5,7 +5,6 @@
 #   lab/ansible-test.sh sanity [extra ansible-test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 
 # ansible-test bootstraps pip in its virtual environments with a script it downloads; provide an
 # offline one under the name it looks for (the pip version it pins).
@@ -18,6 +17,13 @@ PY
 cache=~/.ansible/test/cache
 mkdir -p "$cache"
 cp lab/get_pip_offline.py "$cache/get_pip_${pip_version//./_}.py"
+
+# The shellcheck sanity test is skipped silently when shellcheck is missing: install Debian's.
+if ! command -v shellcheck >/dev/null && command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
+  echo "ansible-test: installing Debian's shellcheck for the shellcheck sanity test"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
+fi
 
 work=${ANSIBLE_TEST_WORKDIR:-/tmp/gpucluster-ansible-test}
 dest="$work/ansible_collections/gpucluster/core"
@@ -34,8 +40,13 @@ ansible-test "$@" --venv --python "${ANSIBLE_TEST_PYTHON:-3.12}" --color no
 # them there too when such an interpreter is at hand (pyenv on the CI machines).
 if [[ "$1" == sanity && -z "${ANSIBLE_TEST_PYTHON:-}" ]]; then
   for v in 3.9 3.11 3.13; do
-    py=$(ls -d "$(pyenv root 2>/dev/null)"/versions/$v.*/bin 2>/dev/null | sort -V | tail -1 || true)
-    [[ -n "$py" ]] || { command -v "python$v" >/dev/null && py=$(dirname "$(command -v "python$v")"); } || continue
+    py=""
+    for candidate in "$(pyenv root 2>/dev/null)"/versions/"$v".*/bin; do
+      [[ -x "$candidate/python$v" ]] && py=$candidate
+    done
+    if [[ -z "$py" ]] && command -v "python$v" >/dev/null; then
+      py=$(dirname "$(command -v "python$v")")
+    fi
     [[ -n "$py" ]] || continue
     PATH="$py:$PATH" ansible-test sanity --test compile --python "$v" --color no
   done

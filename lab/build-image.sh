@@ -33,6 +33,7 @@ ensure_mmdebstrap() {
 mirror_uris() {
   # "URI SUITE" pairs known to this machine's apt; the first non-security and first security URI.
   local targets
+  # shellcheck disable=SC2016  # $(REPO_URI) is apt's own placeholder syntax, not a shell expansion
   targets=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' | sort -u)
   MAIN_URI=$(awk '$2 !~ /-security$/ {print $1; exit}' <<<"$targets")
   SEC_URI=$(awk '$2 ~ /-security$/ {print $1; exit}' <<<"$targets")
@@ -63,6 +64,7 @@ build() {
     fi
   } >"$work/debian.sources"
   echo "build-image: building $image from Debian $suite" >&2
+  # shellcheck disable=SC2016  # the hooks are expanded by mmdebstrap's shell ("$1" is the root fs)
   # Hooks: keep one sources file under its usual name; every container gets its own machine-id;
   # no gettys; empty apt lists dated 1970 so that the first apt task really updates them.
   mmdebstrap --variant=apt --mode=root --quiet \

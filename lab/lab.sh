@@ -23,8 +23,9 @@ INVENTORY=inventories/lab
 die() { echo "lab: $*" >&2; exit 1; }
 
 check_inputs() {
-  [[ "$LAB_NODES" =~ ^[0-9]+$ ]] && (( LAB_NODES >= 1 && LAB_NODES <= 16 )) ||
+  if ! [[ "$LAB_NODES" =~ ^[0-9]+$ ]] || (( LAB_NODES < 1 || LAB_NODES > 16 )); then
     die "LAB_NODES=$LAB_NODES is not accepted: a whole number from 1 to 16"
+  fi
   [[ "$LAB_IMAGE" == debian12 || "$LAB_IMAGE" == debian13 ]] ||
     die "LAB_IMAGE=$LAB_IMAGE is not accepted: debian12 or debian13"
   docker info >/dev/null 2>&1 || die "the Docker daemon does not answer (run: make docker)"
@@ -42,7 +43,7 @@ create_node() {
     --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=host \
     -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
-    --ulimit memlock=$LAB_ULIMIT_MEMLOCK --ulimit nofile=$LAB_ULIMIT_NOFILE \
+    --ulimit "memlock=$LAB_ULIMIT_MEMLOCK" --ulimit "nofile=$LAB_ULIMIT_NOFILE" \
     --stop-signal SIGRTMIN+3 \
     "$IMAGE" >/dev/null
 }
@@ -114,12 +115,12 @@ summary() {
 }
 
 down() {
-  local names
-  names=$(lab_containers | xargs)
-  if [[ -n "$names" ]]; then
+  local names=()
+  mapfile -t names < <(lab_containers)
+  if (( ${#names[@]} )); then
     # -v removes the anonymous volumes of these containers and nothing else.
-    docker rm -f -v $names >/dev/null
-    echo "lab: removed containers $names"
+    docker rm -f -v "${names[@]}" >/dev/null
+    echo "lab: removed containers ${names[*]}"
   fi
   if docker network inspect "$LAB_NETWORK" >/dev/null 2>&1; then
     [[ -n "$(docker network inspect -f "{{ index .Labels \"$LABEL.network\" }}" "$LAB_NETWORK")" ]] ||
