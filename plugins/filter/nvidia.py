@@ -11,6 +11,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils.stack_versions import parse_proc_driver_version
+
 try:
     from ansible.errors import AnsibleFilterError
 except ImportError:  # pragma: no cover - only without ansible-core installed
@@ -106,24 +108,16 @@ def nvidia_upstream_version(package_version):
 def nvidia_loaded_version(proc_text):
     """Version of the loaded kernel module from /proc/driver/nvidia/version text ('' when absent).
 
-    Both 'NVIDIA UNIX x86_64 Kernel Module  535.309.01 ...' (proprietary) and
-    'NVIDIA UNIX Open Kernel Module for x86_64  565.57.01 ...' (open) are understood.
+    The parsing is stack_facts' (one implementation): open and proprietary module lines.
     """
-    for line in str(proc_text or '').splitlines():
-        if not line.startswith('NVRM version:'):
-            continue
-        match = re.search(r'Kernel Module(?: for \S+)?\s+([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s', line + ' ')
-        if match:
-            return match.group(1)
-    return ''
+    parsed = parse_proc_driver_version(str(proc_text or ''))
+    return parsed['version'] if parsed else ''
 
 
 def nvidia_loaded_flavour(proc_text):
     """'open', 'proprietary' or '' for the loaded module described by /proc/driver/nvidia/version."""
-    for line in str(proc_text or '').splitlines():
-        if line.startswith('NVRM version:'):
-            return 'open' if 'Open Kernel Module' in line else 'proprietary'
-    return ''
+    parsed = parse_proc_driver_version(str(proc_text or ''))
+    return parsed['flavor'] if parsed else ''
 
 
 def nvidia_pci_devices(probe_text):
