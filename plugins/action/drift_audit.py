@@ -5,11 +5,13 @@ components, compares (module_utils.drift), writes the reports and fails on drift
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import errno
 import os
 import time
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
+from ansible.plugins.cache import BaseFileCacheModule
 from ansible.plugins.loader import cache_loader
 from ansible.utils.display import Display
 
@@ -65,11 +67,19 @@ class ActionModule(ActionBase):
     # ------------------------------------------------------------ inputs
 
     def _severity(self, params):
+        self._check(drift.check_components, list(params['severity']), 'severity')
         for component, level in params['severity'].items():
             if level not in drift.SEVERITIES:
                 raise AnsibleError('severity[%s]=%r; accepted: %s'
                                    % (component, level, ', '.join(drift.SEVERITIES)))
         return dict(params['severity'])
+
+    @staticmethod
+    def _check(function, *args):
+        try:
+            return function(*args)
+        except drift.BaselineError as exc:
+            raise AnsibleError(str(exc))
 
     def _group_members(self, spec, inventory_groups):
         """groups: a list of inventory group names, or a mapping name -> list of hosts."""
@@ -87,6 +97,32 @@ class ActionModule(ActionBase):
         raise AnsibleError('groups must be a list of inventory group names or a mapping of '
                            'group name to host list, got %s' % type(spec).__name__)
 
+    @staticmethod
+    def _read_only(cache):
+        """Make the cache plugin unable to change its store.
+
+        A file cache plugin deletes an entry it cannot parse ("corrupt, so erasing") from its
+        get(); the audit reads a cache that belongs to someone else and must leave the evidence
+        in place, so delete, flush and set of this instance do nothing (the store is untouched;
+        the corrupt host is reported unknown with the parse error).
+        """
+        plugin = getattr(cache, '__wrapped__', cache)
+        refused = []
+
+        def delete(key):
+            refused.append(key)
+
+        def flush():
+            refused.append('*')
+
+        def set_(key, value):
+            raise AnsibleError('drift_audit reads the fact cache only; refused to write %s' % key)
+
+        plugin.delete = delete
+        plugin.flush = flush
+        plugin.set = set_
+        return refused
+
     def _open_cache(self, params):
         path = params['fact_cache']
         if not os.path.isdir(path):
@@ -96,11 +132,42 @@ class ActionModule(ActionBase):
             # Through Ansible's own loader: it wraps the plugin with the schema-qualified keys
             # and the serialized payload of the running ansible-core, so the on-disk format
             # (e.g. 2.21's s1_<host> entries) is never guessed here.
-            return cache_loader.get(params['fact_cache_plugin'], _uri=path,
-                                    _prefix=params['fact_cache_prefix'], _timeout=0)
+            cache = cache_loader.get(params['fact_cache_plugin'], _uri=path,
+                                     _prefix=params['fact_cache_prefix'], _timeout=0)
         except Exception as exc:
             raise AnsibleError('cannot open fact cache %s with %s: %s'
                                % (path, params['fact_cache_plugin'], exc))
+        self._read_only(cache)
+        return cache
+
+    @staticmethod
+    def _cache_get(cache, host, path):
+        """(facts, None) or (None, reason): one host's entry, never raising, never changing it."""
+        try:
+            plugin = getattr(cache, '__wrapped__', cache)
+            if isinstance(plugin, BaseFileCacheModule) and hasattr(cache, '_get_key') and hasattr(cache, '_decode'):
+                # A file cache: load the entry the way the plugin does, without its get(), which
+                # warns "corrupt, so erasing" and deletes the file on a parse error.
+                return cache._decode(plugin._load(plugin._get_cache_file_name(cache._get_key(host)))), None
+            return cache.get(host), None
+        except (IOError, OSError) as exc:
+            if getattr(exc, 'errno', None) == errno.ENOENT:
+                return None, 'no entry in the fact cache %s' % path
+            return None, ('the fact cache entry cannot be read (left as it is): %s: %s'
+                          % (type(exc).__name__, drift.stack_versions.clean_text(str(exc))))
+        except KeyError as exc:
+            if not exc.args:
+                # The plugins' own "no such entry" (or an expired one).
+                return None, 'no entry in the fact cache %s' % path
+            return None, ('the fact cache entry cannot be read (left as it is): it lacks the key %s'
+                          % drift.stack_versions.clean_text(str(exc)))
+        except Exception as exc:  # any plugin, any corruption: this host only is unknown
+            cause = exc.__cause__ or exc.__context__
+            detail = '%s: %s' % (type(cause).__name__, cause) if cause is not None else str(exc)
+            if not isinstance(exc, AnsibleError) or cause is None:
+                detail = '%s: %s' % (type(exc).__name__, exc)
+            return None, ('the fact cache entry cannot be read (left as it is): %s'
+                          % drift.stack_versions.clean_text(detail))
 
     def _audit(self, params, task_vars, result):
         started = time.time()
@@ -111,7 +178,13 @@ class ActionModule(ActionBase):
         severity = self._severity(params)
         baseline_vars = drift.DEFAULT_BASELINE_VARS if params['baseline_vars'] is None else params['baseline_vars']
         consistent = drift.DEFAULT_CONSISTENT if params['consistent'] is None else params['consistent']
-        explicit = dict((str(k), None if v is None else str(v)) for k, v in params['baseline'].items())
+        self._check(drift.check_components, list(baseline_vars), 'baseline_vars')
+        for component, var in baseline_vars.items():
+            if not isinstance(var, str) or not var.strip():
+                raise AnsibleError('baseline_vars[%s]=%r; accepted: the name of a variable'
+                                   % (component, var))
+        self._check(drift.check_components, list(consistent), 'consistent')
+        explicit = self._check(drift.check_baseline, params['baseline'], 'baseline')
 
         cache = None
         cache_keys = ()
@@ -150,6 +223,7 @@ class ActionModule(ActionBase):
         max_age = params['max_fact_age']
         facts = {}
         raw = {}
+        families = {}
         reasons = {}
         baselines = {}
         explicit_facts = params['facts'] or {}
@@ -161,8 +235,10 @@ class ActionModule(ActionBase):
             if hv is not None:
                 for component, var in baseline_vars.items():
                     value = hv.get(var)
-                    if value is not None and str(value).strip():
-                        pins[component] = str(value).strip()
+                    pin = self._check(drift.check_pin, value, '%s of host %s (the pin of %s)'
+                                      % (var, host, component))
+                    if pin is not None:
+                        pins[component] = pin
             pins.update(explicit)
             baselines[host] = pins
 
@@ -171,13 +247,14 @@ class ActionModule(ActionBase):
                 host_facts = explicit_facts[host]
             elif cache is not None:
                 if host in cache_set:
-                    try:
-                        host_facts = cache.get(host)
-                    except KeyError:
-                        host_facts = None
-                    else:
-                        if host_facts is not None and 'gpu_stack' not in host_facts:
-                            reasons[host] = 'the fact cache entry holds no gpu_stack facts (stack_facts never ran)'
+                    host_facts, why = self._cache_get(cache, host, params['fact_cache'])
+                    if why:
+                        reasons[host] = why
+                    elif isinstance(host_facts, dict) and 'gpu_stack' not in host_facts:
+                        reasons[host] = 'the fact cache entry holds no gpu_stack facts (stack_facts never ran)'
+                    elif host_facts is not None and not isinstance(host_facts, dict):
+                        reasons[host] = ('the fact cache entry is a %s, not a mapping of facts'
+                                         % type(host_facts).__name__)
                 else:
                     reasons[host] = 'no entry in the fact cache %s' % params['fact_cache']
             elif hv is not None:
@@ -185,7 +262,7 @@ class ActionModule(ActionBase):
             else:
                 reasons[host] = 'not in the inventory and no facts given'
 
-            stack, host_raw, why = self._stack_of(host_facts, now, max_age)
+            stack, host_raw, family, why = self._stack_of(host_facts, now, max_age)
             if stack is None:
                 if host not in reasons:
                     reasons[host] = why or self._status_reason(hv, params['status_var']) or 'no gpu_stack facts'
@@ -193,13 +270,15 @@ class ActionModule(ActionBase):
             facts[host] = stack
             if host_raw:
                 raw[host] = host_raw
+            if family:
+                families[host] = family
 
         members = self._group_members(params['groups'], inventory_groups)
         grouping = drift.partition_hosts(hosts, members)
         findings, stats = drift.audit(
             hosts, facts, baselines=baselines, consistent=consistent, groups=grouping,
             severity=severity, ignore=params['ignore'], unknown_severity=params['unknown_severity'],
-            unknown_reasons=reasons, raw=raw)
+            unknown_reasons=reasons, raw=raw, families=families)
         unknown = [h for h in hosts if h not in facts]
         summary = drift.summarize(hosts, findings, stats, params['fail_on'], unknown)
         summary['compare_seconds'] = round(time.time() - started, 3)
@@ -208,49 +287,60 @@ class ActionModule(ActionBase):
             display.warning('drift_audit: %s' % note)
 
         reports = {}
+        report_error = None
         if params['report_dir']:
             generated = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
             used = {'explicit': explicit, 'from_vars': dict(baseline_vars)}
-            reports = drift.write_reports(
-                params['report_dir'], hosts, summary, findings, stats,
-                formats=params['report_formats'], baselines_used=used, generated_at=generated,
-                max_rows=params['markdown_max_rows'])
+            try:
+                reports = drift.write_reports(
+                    params['report_dir'], hosts, summary, findings, stats,
+                    formats=params['report_formats'], baselines_used=used, generated_at=generated,
+                    max_rows=params['markdown_max_rows'])
+            except drift.ReportError as exc:
+                # The findings are not lost: they are in msg below, and the task fails.
+                reports = exc.written
+                report_error = drift.stack_versions.clean_text(
+                    'drift_audit: the reports were not written (%s); the findings follow' % exc)
 
         lines = drift.summary_text(summary, findings)
+        if report_error:
+            lines.insert(0, report_error)
         limit = params['findings_returned']
         brief = dict(summary)
         brief['unknown_hosts'] = summary['unknown_hosts'][:limit]
         result.update(
             changed=False,
-            failed=summary['failed'],
+            failed=summary['failed'] or report_error is not None,
             msg='\n'.join(lines),
             summary=brief,
             findings=findings[:limit],
             findings_truncated=len(findings) > limit,
             reports=reports,
         )
+        if report_error:
+            result['report_error'] = report_error
         return result
 
     @staticmethod
     def _stack_of(host_facts, now, max_age):
-        """Return (gpu_stack, raw, reason) from a host's facts."""
+        """Return (gpu_stack, raw, family, reason) from a host's facts; (None, None, None,
+        reason) when they cannot be audited."""
         if not isinstance(host_facts, dict):
-            return None, None, None
+            return None, None, None, None
         stack = host_facts.get('gpu_stack')
-        if not isinstance(stack, dict):
-            return None, None, None
+        if stack is None:
+            return None, None, None, None
         details = host_facts.get('gpu_stack_details')
         details = details if isinstance(details, dict) else {}
-        if max_age > 0:
-            collected = details.get('collected_at')
-            try:
-                age = now - float(collected)
-            except (TypeError, ValueError):
-                return None, None, 'gpu_stack facts carry no collected_at; max_fact_age cannot be checked'
-            if age > max_age:
-                return None, None, 'gpu_stack facts are %d s old (max_fact_age %d s)' % (age, max_age)
         host_raw = details.get('raw')
-        return stack, host_raw if isinstance(host_raw, dict) else None, None
+        problem = drift.check_facts(stack, host_raw)
+        if problem:
+            return None, None, None, 'facts of the wrong shape: %s' % problem
+        problem = drift.fact_age_problem(details.get('collected_at'), now, max_age)
+        if problem:
+            return None, None, None, problem
+        family = details.get('package_manager')
+        return stack, host_raw or None, family if family in ('dpkg', 'rpm') else None, None
 
     @staticmethod
     def _status_reason(hv, status_var):

@@ -11,16 +11,25 @@ readable ``message``); ``kind`` is one of:
 ``missing``   the component is absent where a pin or the group majority expects it;
 ``majority``  no pin, and the host differs from the version most hosts of its group have,
               or the group is split evenly (a tie has no majority: every side is reported);
-``unknown``   the host has no facts (unreachable, gathering failed, stale): never a pass.
+``unknown``   the host has no usable facts (unreachable, gathering failed, stale, a corrupt or
+              malformed cache entry): never a pass.
+
+Nothing here raises on the content of facts: a host whose facts have the wrong shape is
+``unknown`` with the reason (see :func:`check_facts`), and every report is valid JSON, XML and
+Markdown whatever text the hosts, pins and versions carry.
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import fnmatch
 import json
+import math
 import os
+import re
 import tempfile
 from xml.sax.saxutils import escape, quoteattr
+
+from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions
 
 KINDS = ('baseline', 'majority', 'missing', 'unknown')
 SEVERITIES = ('critical', 'warning', 'info')
@@ -75,22 +84,193 @@ DEFAULT_BASELINE_VARS = {
 DEFAULT_BASELINE_IF_PRESENT = ('nvidia_fabricmanager',)
 
 UNGROUPED = '(ungrouped)'
-# Characters that end a version component: '12.4' matches '12.4.1' and '2.21.5' matches
-# '2.21.5-1+cuda12.4', but '12.4' never matches '12.40'.
-_SEPARATORS = '.-+~:_ '
+# The components stack_facts reports: baseline, consistent, severity and baseline_vars may name
+# only these (a misspelled component would otherwise be checked as absent everywhere and pass).
+KNOWN_COMPONENTS = stack_versions.COMPONENTS
+# Characters after which a pin ends: '12.4' matches '12.4.1' and '2.21.5' matches
+# '2.21.5-1+cuda12.4', but '12.4' never matches '12.40' or '12.4a'. '~' is not one of them:
+# '2.21.5~rc1' is a pre-release, older than 2.21.5 for dpkg and rpm, and does not meet the pin.
+_SEPARATORS = '.-+_^ '
+_PIN_ENDS = _SEPARATORS + '~'
+# '~' followed by one of these marks a repacked upstream tarball, not a pre-release.
+_REPACK = re.compile(r'(?:dfsg|ds|repack)(?![A-Za-z])')
 
 
-def pin_matches(pin, found):
-    """True when ``found`` equals ``pin`` or starts with it at a version separator."""
+def pin_matches(pin, found, family=None):
+    """True when ``found`` meets ``pin``.
+
+    The epoch is compared only when the pin names one (``1:2.0`` needs epoch 1, a missing epoch
+    is 0); a pin without epoch applies to the version as displayed. Then ``found`` meets the pin
+    when it is the same version by the rules of the package ``family`` (``dpkg``, ``rpm``; see
+    :func:`stack_versions.compare_versions`: ``12.04`` is ``12.4``) or starts with the pin at a
+    separator that does not make it a pre-release (``2.21.5-1``, ``2.21.5.1``, but not
+    ``2.21.5~rc1``; Debian's repack suffixes ``~ds1``, ``~dfsg``, ``~repack`` are the same
+    upstream version and do meet it).
+    """
     if found is None or pin is None:
         return False
     pin = str(pin).strip()
     found = str(found)
     if found == pin:
         return True
-    if not pin or not found.startswith(pin):
+    if ':' in pin or ':' in found:
+        pin_epoch, pin_rest = stack_versions._split_epoch(pin)
+        found_epoch, found_rest = stack_versions._split_epoch(found.strip())
+    else:
+        pin_epoch, pin_rest, found_epoch, found_rest = '', pin, '', found.strip()
+    if not pin_rest:
         return False
-    return pin[-1] in _SEPARATORS or found[len(pin)] in _SEPARATORS
+    if pin_epoch and stack_versions._cmp_digits(pin_epoch, found_epoch or '0') != 0:
+        return False
+    if found_rest == pin_rest:
+        return True
+    if found_rest.startswith(pin_rest):
+        following = found_rest[len(pin_rest)]
+        if following == '~':
+            # A pre-release ('~rc1', '~beta') is older than the pinned version; Debian's repacked
+            # upstream sources ('1.6.20~ds1', '~dfsg', '~repack') are that upstream version.
+            if _REPACK.match(found_rest, len(pin_rest) + 1):
+                return True
+        elif pin_rest[-1] in _PIN_ENDS or following in _SEPARATORS:
+            return True
+    return stack_versions.compare_versions(found_rest, pin_rest, family) == 0
+
+
+def _relation(pin, found, family):
+    """' (older than the pin)' or ' (newer than the pin)' for a version that misses its pin."""
+    if found is None:
+        return ''
+    pin_epoch, pin_rest = stack_versions._split_epoch(str(pin).strip())
+    found_epoch, found_rest = stack_versions._split_epoch(str(found).strip())
+    if pin_epoch:
+        order = stack_versions.compare_versions(str(found), str(pin), family)
+    else:
+        order = stack_versions.compare_versions(found_rest, pin_rest, family)
+    if order < 0:
+        return ' (older than the pin)'
+    if order > 0:
+        return ' (newer than the pin)'
+    return ''
+
+
+# ---------------------------------------------------------------- input validation
+
+_CONTROL = re.compile('[\x00-\x1f\x7f-\x9f]')
+
+
+class BaselineError(ValueError):
+    """A baseline, pin or component list that cannot be audited; the message names it."""
+
+
+def _type_name(value):
+    """The plain type name (Ansible hands over tagged subclasses such as _AnsibleTaggedFloat)."""
+    for base in (bool, int, float, str, bytes, list, tuple, dict):
+        if isinstance(value, base):
+            return base.__name__
+    return type(value).__name__
+
+
+def check_components(names, what, known=KNOWN_COMPONENTS):
+    """Refuse component names that stack_facts never reports; ``what`` names the option."""
+    unknown = []
+    for name in names:
+        if not isinstance(name, str) or name not in known:
+            unknown.append(name)
+    if unknown:
+        raise BaselineError('%s names unknown component%s %s; known components: %s' % (
+            what, 's' if len(unknown) > 1 else '', ', '.join(repr(n) for n in unknown),
+            ', '.join(known)))
+
+
+def check_pin(value, what):
+    """A pin must be a string (or None/empty for no pin); returns it stripped or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        if isinstance(value, float):
+            hint = ('YAML read an unquoted version as a number, which loses trailing zeros '
+                    '(12.10 becomes %r)' % value)
+        elif isinstance(value, bool):
+            hint = 'YAML read it as a boolean'
+        else:
+            hint = 'a pin is text'
+        raise BaselineError('%s=%r has type %s: pins must be strings; %s: quote the version '
+                            '(for example "12.10")' % (what, value, _type_name(value), hint))
+    pin = value.strip()
+    if _CONTROL.search(pin):
+        raise BaselineError('%s=%r holds a newline or control character; accepted: a version '
+                            'string such as "12.4.1" or "2:1.0-1"' % (what, value))
+    return pin or None
+
+
+def check_baseline(baseline, what='baseline', known=KNOWN_COMPONENTS):
+    """Validate a component -> pin mapping; returns it with pins stripped (None: no pin)."""
+    if not isinstance(baseline, dict):
+        raise BaselineError('%s must be a mapping of component to version string, got %s'
+                            % (what, _type_name(baseline)))
+    check_components(list(baseline), what, known)
+    return dict((component, check_pin(pin, '%s[%s]' % (what, component)))
+                for component, pin in baseline.items())
+
+
+def _bad_text(value):
+    """Why a fact value is not a clean version string (None when it is one)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return 'is bytes, expected a version string or null'
+    if not isinstance(value, str):
+        return 'has type %s, expected a version string or null' % _type_name(value)
+    try:
+        value.encode('utf-8')
+    except UnicodeEncodeError:
+        return 'holds bytes that are not valid UTF-8 (%s)' % ascii(value)
+    return None
+
+
+def check_facts(stack, raw=None):
+    """Why a host's ``gpu_stack`` (and ``gpu_stack_details.raw``) cannot be audited, or None.
+
+    stack_facts writes a mapping of component to string or null; anything else (a hand-edited or
+    truncated cache entry, facts of another tool, bytes, surrogates from undecodable bytes) makes
+    the host unknown with this reason instead of a traceback or a wrong comparison.
+    """
+    if not isinstance(stack, dict):
+        return 'gpu_stack has type %s, expected a mapping of component to version' % _type_name(stack)
+    for key in stack:
+        if not isinstance(key, str) or _bad_text(key):
+            return 'gpu_stack has a key %s that is not a component name' % ascii(key)
+        why = _bad_text(stack[key])
+        if why:
+            return 'gpu_stack[%s] %s' % (key, why)
+    if raw is not None:
+        if not isinstance(raw, dict):
+            return 'gpu_stack_details.raw has type %s, expected a mapping' % _type_name(raw)
+        for key in raw:
+            if not isinstance(key, str) or _bad_text(key):
+                return 'gpu_stack_details.raw has a key %s that is not a component name' % ascii(key)
+            why = _bad_text(raw[key])
+            if why:
+                return 'gpu_stack_details.raw[%s] %s' % (key, why)
+    return None
+
+
+def fact_age_problem(collected, now, max_age):
+    """Why facts collected at ``collected`` (seconds since the epoch) are too old, or None."""
+    if max_age <= 0:
+        return None
+    if isinstance(collected, bool) or not isinstance(collected, (int, float, str)):
+        return 'gpu_stack facts carry no collected_at; max_fact_age cannot be checked'
+    try:
+        collected = float(collected)
+    except (TypeError, ValueError, OverflowError):
+        return 'gpu_stack facts carry no collected_at; max_fact_age cannot be checked'
+    if not math.isfinite(collected):
+        return 'gpu_stack facts carry collected_at=%s; max_fact_age cannot be checked' % collected
+    age = now - collected
+    if age > max_age:
+        return 'gpu_stack facts are %d s old (max_fact_age %d s)' % (age, max_age)
+    return None
 
 
 def _display(value):
@@ -149,7 +329,7 @@ def _severity_of(component, severity):
 
 def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=None,
           severity=None, ignore=None, unknown_severity='critical', unknown_reasons=None,
-          raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT):
+          raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT, families=None):
     """Compare every host with its pins and with the majority of its group.
 
     hosts: ordered host names to audit.
@@ -165,27 +345,37 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
     raw: host -> {component: raw version} (package version with epoch) that a pin may also
         match.
     baseline_if_present: components whose pin is skipped on hosts where they are absent.
+    families: host -> package family (``dpkg``, ``rpm``) whose rules order its versions.
 
     Returns ``(findings, stats)``: findings sorted by severity, host, component; stats with
-    the per-group value distribution and the number of host x component checks.
+    the per-group value distribution of every host with facts (those that missed a pin too),
+    the hosts of each group (``members``, unknown hosts included) and the host x component
+    checks.
     """
     baselines = baselines or {}
     severity = severity or {}
     groups = groups or {}
     raw = raw or {}
+    families = families or {}
     unknown_reasons = unknown_reasons or {}
     if not isinstance(ignore, IgnoreRules):
         ignore = IgnoreRules(ignore)
     consistent = tuple(consistent or ())
     if_present = frozenset(baseline_if_present or ())
     findings = []
-    # group -> component -> value -> [hosts] for hosts that passed (or had no) pin check
+    # group -> component -> value -> [hosts] for hosts that passed (or had no) pin check: the
+    # majority is computed among these, so a host that missed its pin is reported once.
     distribution = {}
+    # Hosts that missed a pin, group -> component -> value -> [hosts]: with the above, every host
+    # with facts, which the report shows.
+    missed = {}
+    group_hosts = {}
     checks = {}
     empty = {}
 
     for host in hosts:
         group = groups.get(host, UNGROUPED)
+        group_hosts.setdefault(group, []).append(host)
         host_facts = facts.get(host)
         pins = dict((c, p) for c, p in (baselines.get(host) or empty).items()
                     if p is not None and str(p).strip() != '')
@@ -207,6 +397,7 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
             continue
 
         host_raw = raw.get(host) or empty
+        family = families.get(host)
         group_values = distribution.get(group)
         if group_values is None:
             group_values = distribution[group] = {}
@@ -215,21 +406,25 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
             pin = pins.get(component)
             if pin is not None and not (found is None and component in if_present):
                 pin = str(pin).strip()
-                if not (pin_matches(pin, found) or pin_matches(pin, host_raw.get(component))):
+                raw_found = host_raw.get(component)
+                if not (pin_matches(pin, found, family) or pin_matches(pin, raw_found, family)):
                     kind = 'missing' if found is None else 'baseline'
                     findings.append({
                         'host': host, 'component': component, 'expected': pin,
                         'found': found, 'kind': kind, 'severity': _severity_of(component, severity),
                         'group': group,
-                        'message': '%s %s, pinned %s' % (component, _display(found), pin),
+                        'message': '%s %s, pinned %s%s' % (
+                            component, _display(found), pin,
+                            _relation(pin, raw_found or found, family)),
                     })
+                    missed.setdefault(group, {}).setdefault(component, {}).setdefault(found, []).append(host)
                     continue
-            if component in consistent:
-                group_values.setdefault(component, {}).setdefault(found, []).append(host)
+            group_values.setdefault(component, {}).setdefault(found, []).append(host)
 
+    consistent_set = frozenset(consistent)
     for group in distribution:
         for component, by_value in distribution[group].items():
-            if len(by_value) < 2:
+            if len(by_value) < 2 or component not in consistent_set:
                 continue
             ranked = sorted(by_value.items(), key=lambda item: (-len(item[1]), _display(item[0])))
             total = sum(len(members) for dummy, members in ranked)
@@ -262,12 +457,18 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
                         })
 
     findings.sort(key=lambda f: (-_RANK.get(f['severity'], 0), f['host'], f['component']))
+    shown = {}
+    for source in (distribution, missed):
+        for group, comps in source.items():
+            for component, values in comps.items():
+                counts = shown.setdefault(group, {}).setdefault(component, {})
+                for value, names in values.items():
+                    key = _display(value)
+                    counts[key] = counts.get(key, 0) + len(names)
     stats = {
         'checks': checks,
-        'distribution': dict(
-            (group, dict((component, dict((_display(v), len(m)) for v, m in values.items()))
-                         for component, values in comps.items()))
-            for group, comps in distribution.items()),
+        'distribution': shown,
+        'members': dict((group, sorted(names)) for group, names in group_hosts.items()),
     }
     return findings, stats
 
@@ -340,16 +541,63 @@ def summary_text(summary, findings, limit=20):
                 _display(row['expected']), _display(row['found'])))
     if len(rows) > limit:
         lines.append('... %d more in the reports' % (len(rows) - limit))
-    return lines
+    return [_escape_unsafe(line, _UNPRINTABLE_LINE) for line in lines]
 
 
 # ---------------------------------------------------------------- report writers
+
+# Characters XML 1.0 does not allow at all (C0 controls but tab, newline and carriage return,
+# lone surrogates, U+FFFE and U+FFFF): a JUnit file holding one is unreadable to every consumer.
+_XML_ILLEGAL = re.compile('[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]')
+# In one line of text (Markdown cell, task output) every control character is shown escaped too.
+_UNPRINTABLE_LINE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
+_UNPRINTABLE_TEXT = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]')
+# JSON represents every character but lone surrogates, which strict parsers refuse.
+_SURROGATE = re.compile('[\ud800-\udfff]')
+
+
+def _escape_char(match):
+    code = ord(match.group(0))
+    return '\\x%02x' % code if code < 0x100 else '\\u%04x' % code
+
+
+def _escape_unsafe(text, pattern):
+    """Show characters that would make a report invalid as visible escapes (``\\x1b``)."""
+    return pattern.sub(_escape_char, text)
+
+
+def _xml(value):
+    return _escape_unsafe(_display(value), _XML_ILLEGAL)
+
+
+def _safe_data(value):
+    """Strings of the JSON report without lone surrogates (strict parsers refuse their
+    escapes); every other character is valid JSON."""
+    if isinstance(value, str):
+        return _escape_unsafe(value, _SURROGATE)
+    if isinstance(value, dict):
+        return dict((_safe_data(k), _safe_data(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_safe_data(v) for v in value]
+    return value
+
+
+class ReportError(Exception):
+    """Reports that could not be written: ``failures`` maps path -> error text, ``written``
+    the reports that were."""
+
+    def __init__(self, failures, written):
+        self.failures = failures
+        self.written = written
+        super(ReportError, self).__init__('; '.join(
+            'cannot write %s: %s' % (path, error) for path, error in failures.items()))
+
 
 def _write_atomic(path, text):
     directory = os.path.dirname(path) or '.'
     handle, tmp = tempfile.mkstemp(dir=directory, prefix='.drift-')
     try:
-        with os.fdopen(handle, 'w') as out:
+        with os.fdopen(handle, 'w', encoding='utf-8') as out:
             out.write(text)
         os.chmod(tmp, 0o644)
         os.rename(tmp, path)
@@ -365,53 +613,69 @@ def render_json(summary, findings, stats, baselines_used=None, generated_at=None
         'summary': summary,
         'findings': findings,
         'groups': stats['distribution'],
+        'group_hosts': stats.get('members') or {},
     }
     if baselines_used is not None:
         document['baseline'] = baselines_used
-    return json.dumps(document, indent=1, sort_keys=True) + '\n'
+    return json.dumps(_safe_data(document), indent=1, sort_keys=True) + '\n'
 
 
 def render_junit(hosts, findings, stats, suite_name='gpucluster.drift_audit'):
     """JUnit XML: one <testsuite> per host, one <testcase> per checked component, a <failure>
-    per finding. Jenkins, GitLab, GitHub test reporters and Azure accept this layout."""
+    per finding, and an <error> with the reason for the components of a host without usable
+    facts (the check could not run: it neither passed nor failed). Jenkins, GitLab, GitHub test
+    reporters and Azure accept this layout. Characters XML does not allow are shown escaped."""
     by_cell = {}
     for finding in findings:
         by_cell[(finding['host'], finding['component'])] = finding
     checks = stats['checks']
     total = sum(len(checks.get(h, ())) for h in hosts)
+    errors = sum(1 for f in by_cell.values() if f['kind'] == 'unknown')
     parts = ['<?xml version="1.0" encoding="UTF-8"?>\n',
-             '<testsuites name=%s tests="%d" failures="%d" errors="0" time="0">\n' % (
-                 quoteattr(suite_name), total, len(by_cell))]
+             '<testsuites name=%s tests="%d" failures="%d" errors="%d" time="0">\n' % (
+                 quoteattr(_xml(suite_name)), total, len(by_cell) - errors, errors)]
     for host in hosts:
         components = checks.get(host, ())
-        failed = [c for c in components if (host, c) in by_cell]
-        parts.append('  <testsuite name=%s tests="%d" failures="%d" errors="0" skipped="0" time="0">\n'
-                     % (quoteattr(host), len(components), len(failed)))
-        classname = quoteattr('drift.' + host)
+        cells = [by_cell[(host, c)] for c in components if (host, c) in by_cell]
+        host_errors = sum(1 for f in cells if f['kind'] == 'unknown')
+        parts.append('  <testsuite name=%s tests="%d" failures="%d" errors="%d" skipped="0" time="0">\n'
+                     % (quoteattr(_xml(host)), len(components), len(cells) - host_errors, host_errors))
+        classname = quoteattr(_xml('drift.' + host))
         for component in components:
             finding = by_cell.get((host, component))
             if finding is None:
                 parts.append('    <testcase classname=%s name=%s time="0"/>\n'
-                             % (classname, quoteattr(component)))
+                             % (classname, quoteattr(_xml(component))))
                 continue
-            message = '%s drift: expected %s, found %s' % (
-                finding['kind'], _display(finding['expected']), _display(finding['found']))
-            body = 'host: %s\ncomponent: %s\nexpected: %s\nfound: %s\nkind: %s\nseverity: %s\n%s' % (
-                host, component, _display(finding['expected']), _display(finding['found']),
-                finding['kind'], finding['severity'], finding.get('message', ''))
+            if finding['kind'] == 'unknown':
+                tag = 'error'
+                message = 'unknown: %s' % finding.get('message', 'no facts')
+                pin = finding['expected']
+                body = 'host: %s\ncomponent: %s\npin: %s\nkind: unknown\nseverity: %s\nreason: %s' % (
+                    host, component, 'none' if pin is None else pin, finding['severity'],
+                    finding.get('message', ''))
+            else:
+                tag = 'failure'
+                message = '%s drift: expected %s, found %s' % (
+                    finding['kind'], _display(finding['expected']), _display(finding['found']))
+                body = 'host: %s\ncomponent: %s\nexpected: %s\nfound: %s\nkind: %s\nseverity: %s\n%s' % (
+                    host, component, _display(finding['expected']), _display(finding['found']),
+                    finding['kind'], finding['severity'], finding.get('message', ''))
             parts.append('    <testcase classname=%s name=%s time="0">\n'
-                         '      <failure message=%s type=%s>%s</failure>\n'
+                         '      <%s message=%s type=%s>%s</%s>\n'
                          '    </testcase>\n' % (
-                             classname, quoteattr(component), quoteattr(message),
-                             quoteattr(finding['severity'] + ':' + finding['kind']), escape(body)))
+                             classname, quoteattr(_xml(component)), tag, quoteattr(_xml(message)),
+                             quoteattr(_xml(finding['severity'] + ':' + finding['kind'])),
+                             escape(_xml(body)), tag))
         parts.append('  </testsuite>\n')
     parts.append('</testsuites>\n')
     return ''.join(parts)
 
 
 def _md_cell(value):
-    text = _display(value)
-    return text.replace('\\', '\\\\').replace('|', '\\|').replace('\n', ' ')
+    text = _display(value).replace('\n', ' ')
+    text = text.replace('\\', '\\\\').replace('|', '\\|')
+    return _escape_unsafe(text, _UNPRINTABLE_LINE)
 
 
 def render_markdown(summary, findings, stats, max_rows=500, title='GPU stack drift audit'):
@@ -449,25 +713,39 @@ def render_markdown(summary, findings, stats, max_rows=500, title='GPU stack dri
             lines.append('%d more rows are in drift.json.' % (len(rows) - max_rows))
     else:
         lines.append('No drift: every host matches its pins and its group.')
-    return '\n'.join(lines) + '\n'
+    return _escape_unsafe('\n'.join(lines), _UNPRINTABLE_TEXT) + '\n'
 
 
 def write_reports(report_dir, hosts, summary, findings, stats, formats=('json', 'junit', 'markdown'),
                   baselines_used=None, generated_at=None, max_rows=500):
-    """Write the chosen reports into ``report_dir`` (created if needed); returns their paths."""
-    if not os.path.isdir(report_dir):
-        os.makedirs(report_dir)
+    """Write the chosen reports into ``report_dir`` (created if needed); returns their paths.
+
+    Each report is written on its own (to a temporary file renamed into place, so a reader never
+    sees half a report); when one or more cannot be written, :class:`ReportError` names every
+    path that failed and why, after the others were written.
+    """
     written = {}
-    if 'json' in formats:
-        path = os.path.join(report_dir, 'drift.json')
-        _write_atomic(path, render_json(summary, findings, stats, baselines_used, generated_at))
-        written['json'] = path
-    if 'junit' in formats:
-        path = os.path.join(report_dir, 'drift.junit.xml')
-        _write_atomic(path, render_junit(hosts, findings, stats))
-        written['junit'] = path
-    if 'markdown' in formats:
-        path = os.path.join(report_dir, 'drift.md')
-        _write_atomic(path, render_markdown(summary, findings, stats, max_rows))
-        written['markdown'] = path
+    try:
+        if not os.path.isdir(report_dir):
+            os.makedirs(report_dir)
+    except OSError as exc:
+        raise ReportError({report_dir: exc.strerror or str(exc)}, written)
+    renderers = (
+        ('json', 'drift.json', lambda: render_json(summary, findings, stats, baselines_used, generated_at)),
+        ('junit', 'drift.junit.xml', lambda: render_junit(hosts, findings, stats)),
+        ('markdown', 'drift.md', lambda: render_markdown(summary, findings, stats, max_rows)),
+    )
+    failures = {}
+    for name, filename, render in renderers:
+        if name not in formats:
+            continue
+        path = os.path.join(report_dir, filename)
+        try:
+            _write_atomic(path, render())
+        except (OSError, UnicodeError) as exc:
+            failures[path] = getattr(exc, 'strerror', None) or str(exc)
+        else:
+            written[name] = path
+    if failures:
+        raise ReportError(failures, written)
     return written

@@ -216,7 +216,16 @@ def check_persistence(dev, th):
                        '%s: persistence mode is off (enable nvidia-persistenced)' % _label(dev))]
 
 
-DEVICE_CHECKS = (check_ecc, check_retired_pages, check_remapped_rows, check_pcie, check_clock_events,
+def check_error_states(dev, th):
+    states = dev.get('error_states') or []
+    if not states:
+        return []
+    return [make_issue(dev.get('index'), 'gpu_error_state', 'critical',
+                       '%s: nvidia-smi reports an error state (%s); reset the GPU or reboot'
+                       % (_label(dev), ', '.join(states)))]
+
+
+DEVICE_CHECKS = (check_error_states, check_ecc, check_retired_pages, check_remapped_rows, check_pcie, check_clock_events,
                  check_temperature, check_persistence)
 
 
@@ -236,6 +245,10 @@ def check_driver(snapshot):
         return [make_issue(None, 'driver', failure['severity'],
                            'nvidia-smi failed (%s): %s' % (failure['reason'], failure['message']))]
     if smi.get('xml_error'):
+        if pci:
+            return [make_issue(None, 'driver', 'critical',
+                               'nvidia-smi output unusable: %s; %d NVIDIA GPU(s) are on the PCI bus (%s)'
+                               % (smi['xml_error'], len(pci), ', '.join(pci)))]
         return [make_issue(None, 'driver', 'unknown', 'nvidia-smi output unusable: %s' % smi['xml_error'])]
     if not smi.get('found') and pci:
         return [make_issue(None, 'driver', 'critical',
@@ -254,13 +267,54 @@ def check_count(count, expected_count, pci_addresses, devices, driver_answered):
             issues.append(make_issue(None, 'gpu_count', 'warning',
                                      '%d GPU(s) visible to the driver, only %d expected (inventory out of date?)'
                                      % (count, expected_count)))
-    if driver_answered and pci_addresses is not None and len(pci_addresses) > count:
+    if driver_answered and pci_addresses and len(pci_addresses) > count:
         known = set(d.get('pci_address') for d in devices)
         missing = [a for a in pci_addresses if a not in known]
         issues.append(make_issue(None, 'gpu_pci_count', 'critical',
                                  '%d NVIDIA GPU(s) on the PCI bus, %d visible to the driver (fell off the bus?)%s'
                                  % (len(pci_addresses), count,
                                     ': not seen ' + ', '.join(missing) if missing else '')))
+    return issues
+
+
+def check_consistency(parsed, smi, pci_addresses):
+    """nvidia-smi answered: its ``attached_gpus``, its GPU records and the PCI bus must agree.
+
+    A sysfs without any NVIDIA device next to a driver that reports GPUs (a container's or a test
+    double's view) is not judged: the PCI check is then listed in ``checks_skipped``.
+    """
+    if not parsed or smi.get('failure') or smi.get('xml_error'):
+        return []
+    issues = []
+    count = len(parsed.get('devices') or [])
+    attached = parsed.get('attached_gpus')
+    if parsed.get('error_states'):
+        issues.append(make_issue(None, 'gpu_attached', 'unknown',
+                                 'nvidia-smi output in an error state: %s' % ', '.join(parsed['error_states'])))
+    if attached is not None and (isinstance(attached, bool) or not isinstance(attached, int) or attached < 0):
+        issues.append(make_issue(None, 'gpu_attached', 'unknown',
+                                 'nvidia-smi reported attached_gpus=%r, not a GPU count' % (attached,)))
+        attached = None
+    if attached is not None and attached > count:
+        issues.append(make_issue(None, 'gpu_attached', 'critical',
+                                 'nvidia-smi counts %d attached GPU(s) but returned %d GPU record(s): '
+                                 'the others could not be queried' % (attached, count)))
+    elif attached is not None and attached < count:
+        issues.append(make_issue(None, 'gpu_attached', 'unknown',
+                                 'nvidia-smi output is inconsistent: attached_gpus=%d but %d GPU record(s)'
+                                 % (attached, count)))
+    if count == 0 and not pci_addresses and not attached:
+        issues.append(make_issue(None, 'gpu_count', 'unknown',
+                                 'nvidia-smi answered without any GPU record (attached_gpus=%s)'
+                                 % ('not reported' if attached is None else attached)))
+    if pci_addresses and len(pci_addresses) < count:
+        known = set(pci_addresses)
+        extra = [d.get('pci_address') or 'unknown address' for d in parsed.get('devices') or []
+                 if d.get('pci_address') not in known]
+        issues.append(make_issue(None, 'gpu_pci_count', 'unknown',
+                                 '%d NVIDIA GPU(s) on the PCI bus, but the driver reports %d%s'
+                                 % (len(pci_addresses), count,
+                                    ': not on the bus ' + ', '.join(extra) if extra else '')))
     return issues
 
 
@@ -289,10 +343,11 @@ def summarize_events(events, devices, thresholds):
             }
             order.append(key)
         group = groups[key]
-        group['count'] += 1
+        group['count'] += event.get('count', 1)
+        first = format_epoch(event.get('first_epoch', event.get('epoch')))
         stamp = format_epoch(event.get('epoch'))
         if stamp:
-            group['first_seen'] = group['first_seen'] or stamp
+            group['first_seen'] = group['first_seen'] or first or stamp
             group['last_seen'] = stamp
         group['message'] = event['message']
     return [groups[k] for k in order]
@@ -301,8 +356,13 @@ def summarize_events(events, devices, thresholds):
 def check_xid(kernel, summary, window_minutes):
     if kernel is None or kernel.get('error'):
         reason = (kernel or {}).get('error') or 'no kernel log source'
+        if (kernel or {}).get('timed_out'):
+            # A log command that hangs is not "no log": the verdict cannot be trusted.
+            return [make_issue(None, 'xid', 'unknown', 'Xid check failed: kernel log read timed out (%s)' % reason)]
         return [make_issue(None, 'xid', 'info', 'Xid check skipped: kernel log not readable (%s)' % reason)]
     issues = []
+    if kernel.get('limited'):
+        issues.append(make_issue(None, 'xid', 'info', 'Xid check partial: %s' % kernel['limited']))
     has_nvlink_xid = any(g['kind'] == 'xid' and g['xid'] == 74 for g in summary)
     for group in summary:
         where = 'GPU %s (%s)' % (group['gpu'], group['pci']) if group['gpu'] is not None else 'PCI %s' % group['pci']
@@ -343,6 +403,7 @@ def build_facts(snapshot, expected_count=None, thresholds=None, window_minutes=1
 
     issues = check_driver(snapshot)
     issues.extend(check_count(count, expected_count, pci, devices, driver_answered or bool(parsed)))
+    issues.extend(check_consistency(parsed, smi, pci))
     for dev in devices:
         issues.extend(check_device(dev, th))
     events = (kernel or {}).get('events') or []
@@ -352,7 +413,7 @@ def build_facts(snapshot, expected_count=None, thresholds=None, window_minutes=1
     skipped = []
     if kernel is None or kernel.get('error'):
         skipped.append('xid')
-    if pci is None:
+    if pci is None or (not pci and count):
         skipped.append('gpu_pci_count')
     present = bool(count or pci or smi.get('found'))
     status = worst_status(issues)

@@ -11,7 +11,8 @@ __metaclass__ = type
 import os
 import time
 
-from .gpu_kernel_log import events_in_window, parse_kernel_log
+from .gpu_kernel_log import (EventGroups, KernelLogParser, decode_text, in_window, parse_journal_json,
+                             split_prefix)
 from .gpu_smi_failure import classify_failure
 from .gpu_smi_xml import GpuXmlError, normalize_pci_address, parse_nvidia_smi_xml
 
@@ -65,37 +66,140 @@ def read_uptime(path='/proc/uptime'):
         return None
 
 
-def read_kernel_log(run, window_minutes, kernel_log_path=None, now=None, uptime=None, timeout=30):
-    """``{source, events, error}`` with the GPU events of the last ``window_minutes``.
+# The kernel log file is read from its end: at most this many bytes (the newest lines), and only
+# back to the first line older than the window. Memory stays bounded whatever the file's size.
+KERNEL_LOG_MAX_BYTES = 16 * 1024 * 1024
+_BLOCK = 1024 * 1024
+# Lines at most this long are looked at; a longer one is cut (no kernel message is that long).
+_MAX_LINE = 64 * 1024
 
-    Source order: ``kernel_log_path`` (a file, for tests and the lab), ``journalctl -k`` when the
-    journal holds kernel messages of this boot (not so in most containers), then ``dmesg``.
+
+def _stamp_of(line, now, uptime):
+    """Age in seconds of a log line with a usable stamp, else None."""
+    if not line or line[0] in ' \t':
+        return None
+    epoch, mono, dummy = split_prefix(line, now)
+    if epoch is not None and now is not None:
+        return now - epoch
+    if mono is not None and uptime is not None:
+        return uptime - mono
+    return None
+
+
+def _tail_start(handle, size, window_s, now, uptime, max_bytes):
+    """Offset to read from: the start of the block holding the first line older than the window.
+
+    Returns ``(offset, limited)``; ``limited`` is True when ``max_bytes`` stopped the search
+    before a line older than the window was seen (older lines of the window are then not read).
+    """
+    pos = size
+    floor = max(0, size - max_bytes)
+    while pos > floor:
+        start = max(floor, pos - _BLOCK)
+        handle.seek(start)
+        block = handle.read(pos - start)
+        lines = block.split(b'\n')
+        if start > 0:
+            lines = lines[1:]  # the first piece may be the tail of a longer line
+        for raw in lines[:200]:
+            age = _stamp_of(raw[:_MAX_LINE].decode('utf-8', 'replace'), now, uptime)
+            if age is not None and age > window_s:
+                return start, False
+        pos = start
+    return floor, floor > 0
+
+
+def read_kernel_log_file(path, window_s, now=None, uptime=None, max_bytes=KERNEL_LOG_MAX_BYTES):
+    """``{source, events, error, limited}`` from a kernel log file, read from its tail.
+
+    Lines whose date cannot be read, or that carry no date, never count as recent.
+    """
+    groups = EventGroups()
+
+    def keep(event):
+        if in_window(event, window_s, now, uptime, keep_undated=False):
+            groups.add(event)
+
+    parser = KernelLogParser(keep, now)
+    try:
+        with open(path, 'rb') as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            offset, limited = _tail_start(handle, size, window_s, now, uptime, max_bytes)
+            handle.seek(offset)
+            # The rest of a line cut by the offset or by _MAX_LINE is skipped: a piece of a line
+            # never counts as a line of its own.
+            skipping = offset > 0
+            for raw in iter(lambda: handle.readline(_MAX_LINE), b''):
+                if not skipping:
+                    parser.feed(raw.decode('utf-8', 'replace'))
+                skipping = not raw.endswith(b'\n')
+    except (IOError, OSError) as exc:
+        return {'source': 'file', 'events': [], 'error': 'cannot read %s: %s' % (path, exc), 'limited': None}
+    parser.close()
+    note = None
+    if limited:
+        note = 'only the last %d MiB of %s were read (%d MiB)' % (max_bytes // 1048576, path, size // 1048576)
+    return {'source': 'file', 'events': groups.events(), 'error': None, 'limited': note}
+
+
+def _window_events(parse, text, window_s, now, uptime):
+    groups = EventGroups()
+
+    def keep(event):
+        if in_window(event, window_s, now, uptime, keep_undated=True):
+            groups.add(event)
+    parse(text, keep)
+    return groups.events()
+
+
+def _parse_text(text, sink):
+    parser = KernelLogParser(sink)
+    for line in decode_text(text).split('\n'):
+        parser.feed(line)
+    parser.close()
+
+
+def _parse_journal(text, sink):
+    parse_journal_json(text, sink)
+
+
+def read_kernel_log(run, window_minutes, kernel_log_path=None, now=None, uptime=None, timeout=30):
+    """``{source, events, error, timed_out, limited}`` with the GPU events of the last ``window_minutes``.
+
+    Source order: ``kernel_log_path`` (a file, for tests and the lab), the journal's kernel
+    transport (``journalctl -k -o json``) when it holds kernel messages of this boot (not so in
+    most containers), then ``dmesg``. ``events`` are grouped (see EventGroups). ``timed_out`` is
+    True when a log command had to be killed and no source answered.
     """
     now = time.time() if now is None else now
     window_s = window_minutes * 60
     if kernel_log_path:
-        try:
-            with open(kernel_log_path, 'rb') as handle:
-                text = handle.read()
-        except (IOError, OSError) as exc:
-            return {'source': 'file', 'events': [], 'error': 'cannot read %s: %s' % (kernel_log_path, exc)}
-        events = parse_kernel_log(text, now=now)
-        return {'source': 'file', 'events': events_in_window(events, window_s, now, uptime), 'error': None}
+        result = read_kernel_log_file(kernel_log_path, window_s, now=now, uptime=uptime)
+        result['timed_out'] = False
+        return result
 
     errors = []
+    timed_out = False
     journalctl = find_executable('journalctl')
     if journalctl:
         try:
             rc, out, err = run([journalctl, '-k', '-b', '-q', '--no-pager', '-n', '1'], timeout)
-            if rc == 0 and out.strip():
-                rc, out, err = run([journalctl, '-k', '-q', '--no-pager', '-o', 'short-iso',
+            if rc == 0 and decode_text(out).strip():
+                # JSON keeps one kernel message per entry with its transport: a line break inside
+                # a message never becomes a line of its own.
+                rc, out, err = run([journalctl, '-k', '-q', '--no-pager', '-o', 'json',
                                     '--since', '-%dmin' % window_minutes], timeout)
                 if rc == 0:
-                    events = parse_kernel_log(out, now=now)
-                    return {'source': 'journalctl', 'events': events_in_window(events, window_s, now, uptime),
-                            'error': None}
-            errors.append('journalctl -k: %s' % ((err or '').strip() or 'no kernel messages in the journal'
-                                                 if rc is not None else 'timed out'))
+                    events = _window_events(_parse_journal, out, window_s, now, uptime)
+                    return {'source': 'journalctl', 'events': events, 'error': None, 'timed_out': False,
+                            'limited': None}
+            if rc is None:
+                timed_out = True
+                errors.append('journalctl -k: no answer within %ss (killed)' % timeout)
+            else:
+                errors.append('journalctl -k: %s' % (decode_text(err).strip()[:300]
+                                                     or 'no kernel messages in the journal'))
         except OSError as exc:
             errors.append('journalctl: %s' % exc)
     dmesg = find_executable('dmesg')
@@ -103,18 +207,26 @@ def read_kernel_log(run, window_minutes, kernel_log_path=None, now=None, uptime=
         try:
             rc, out, err = run([dmesg], timeout)
             if rc == 0:
-                events = parse_kernel_log(out, now=now)
-                return {'source': 'dmesg', 'events': events_in_window(events, window_s, now, uptime), 'error': None}
-            errors.append('dmesg: %s' % ((err or '').strip() or 'exit %s' % rc))
+                events = _window_events(_parse_text, out, window_s, now, uptime)
+                return {'source': 'dmesg', 'events': events, 'error': None, 'timed_out': False, 'limited': None}
+            if rc is None:
+                timed_out = True
+                errors.append('dmesg: no answer within %ss (killed)' % timeout)
+            else:
+                errors.append('dmesg: %s' % (decode_text(err).strip()[:300] or 'exit %s' % rc))
         except OSError as exc:
             errors.append('dmesg: %s' % exc)
     else:
         errors.append('dmesg not found')
-    return {'source': None, 'events': [], 'error': '; '.join(errors)}
+    return {'source': None, 'events': [], 'error': '; '.join(errors), 'timed_out': timed_out, 'limited': None}
 
 
 def run_nvidia_smi(run, path, timeout=60):
-    """``{found, path, failure, xml_error}`` and the parsed XML (or None)."""
+    """``{found, path, failure, xml_error}`` and the parsed XML (or None).
+
+    Exit 0 without a parseable ``nvidia_smi_log`` document (nothing, an empty line, garbage) is an
+    ``xml_error``, never "no GPUs".
+    """
     smi = {'found': bool(path), 'path': path, 'failure': None, 'xml_error': None}
     if not path:
         return smi, None
@@ -124,13 +236,15 @@ def run_nvidia_smi(run, path, timeout=60):
         smi['failure'] = {'reason': 'not_executable', 'severity': 'unknown', 'rc': None,
                           'message': 'cannot run %s: %s' % (path, exc)}
         return smi, None
+    out, err = decode_text(out), decode_text(err)
     if rc is None:
         smi['failure'] = {'reason': 'timeout', 'severity': 'critical', 'rc': None,
-                          'message': 'no answer within %ss (a hung driver usually means a sick GPU)' % timeout}
+                          'message': 'nvidia-smi hung: no answer within %ss, its process group was killed '
+                                     '(a hung driver usually means a sick GPU)' % timeout}
         return smi, None
     failure = classify_failure(rc, out, err)
     parsed = None
-    if '<nvidia_smi_log' in (out or ''):
+    if failure is None or '<nvidia_smi_log' in out:
         try:
             parsed = parse_nvidia_smi_xml(out)
         except GpuXmlError as exc:

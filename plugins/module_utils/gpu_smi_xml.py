@@ -37,7 +37,7 @@ _MISSING = frozenset((
 ))
 _TRUE = frozenset(('enabled', 'yes', 'active', 'true', 'on'))
 _FALSE = frozenset(('disabled', 'no', 'not active', 'false', 'off'))
-_NUMBER = re.compile(r'^\s*(-?\d+(?:\.\d+)?)\s*(?:[A-Za-z%]+(?:\(s\))?(?:/s)?)?\s*$')
+_NUMBER = re.compile(r'^\s*(-?\d{1,30}(?:\.\d{1,30})?)\s*(?:[A-Za-z%]+(?:\(s\))?(?:/s)?)?\s*$')
 
 # Components of the pre-Ampere ECC counters, split by where they live (on-chip SRAM vs DRAM).
 _OLD_ECC_SRAM = ('l1_cache', 'l2_cache', 'register_file', 'texture_shm', 'cbu', 'sram')
@@ -261,6 +261,36 @@ def _nvlink(gpu):
     return {'links': links}
 
 
+# States in which the driver cannot talk to the GPU: anywhere in a GPU's record they make it critical.
+_ERROR_STATES = frozenset(('gpu requires reset', 'gpu is lost'))
+# Values every working GPU reports; a marker such as [N/A] or [Unknown Error] there is an error state.
+_REQUIRED = (('uuid', 'uuid'), ('product_name', 'name'), ('pci/pci_bus_id', 'pci_bus_id'),
+             ('fb_memory_usage/total', 'memory_total_mib'))
+_MAX_ERROR_STATES = 8
+
+
+def _error_states(gpu):
+    """``['uuid=[GPU is lost]', ...]``: fields in an error state, at most _MAX_ERROR_STATES."""
+    found = []
+    for path, label in _REQUIRED:
+        node = gpu.find(path)
+        if node is not None and _clean(node.text) is None:
+            found.append('%s=%s' % (label, (node.text or '').strip()[:60] or 'empty'))
+    seen = set()
+    for node in gpu.iter():
+        text = (node.text or '').strip()
+        bare = text.strip('[]').strip().lower()
+        if bare in _ERROR_STATES and bare not in seen:
+            seen.add(bare)
+            entry = '%s=%s' % (node.tag, text[:60])
+            if not any(f.endswith('=' + text[:60]) for f in found):
+                found.append(entry)
+    if not any(gpu.find(path) is not None and _clean(gpu.find(path).text) is not None
+               for path in ('uuid', 'product_name', 'pci/pci_bus_id')) and not gpu.get('id'):
+        found.append('identity=not reported (no uuid, product name or PCI bus id)')
+    return found[:_MAX_ERROR_STATES]
+
+
 def _cpu_affinity(gpu):
     value = _first(gpu, ('cpu_affinity', 'pci/cpu_affinity'), to_text)
     return value
@@ -299,6 +329,7 @@ def parse_gpu(gpu, position):
         'pcie': _pcie(gpu),
         'clocks_event_reasons_active': _clock_event_reasons(gpu),
         'nvlink': _nvlink(gpu),
+        'error_states': _error_states(gpu),
     }
     affinity = _cpu_affinity(gpu)
     if affinity is not None:
@@ -309,9 +340,24 @@ def parse_gpu(gpu, position):
     return record, _pci_sort_key(record['pci_address'], position)
 
 
-def _root(text):
+def _decode(text):
+    if text is None:
+        return ''
     if isinstance(text, bytes):
-        text = text.decode('utf-8', 'replace')
+        return text.decode('utf-8', 'replace')
+    try:
+        text.encode('utf-8')
+        return text
+    except UnicodeEncodeError:  # stray surrogates (bytes smuggled through surrogateescape)
+        try:
+            raw = text.encode('utf-8', 'surrogateescape')
+        except UnicodeEncodeError:
+            raw = text.encode('utf-8', 'replace')
+        return raw.decode('utf-8', 'replace')
+
+
+def _root(text):
+    text = _decode(text)
     if not text or not text.strip():
         raise GpuXmlError('nvidia-smi printed no XML (empty output)')
     start = text.find('<')
@@ -326,6 +372,8 @@ def _root(text):
             body = body[end + 2:]
     try:
         root = _ET.fromstring(body)
+    except RecursionError:
+        raise GpuXmlError('nvidia-smi XML was refused by the parser: nested too deeply')
     except _ParseError as exc:
         raise GpuXmlError('nvidia-smi XML is not well-formed (garbled or truncated output): %s' % exc)
     except Exception as exc:  # defusedxml refuses entity tricks with its own exception types
@@ -338,7 +386,8 @@ def _root(text):
 def parse_nvidia_smi_xml(text):
     """Parse ``nvidia-smi -q -x`` output.
 
-    Returns ``{'driver_version', 'cuda_version', 'attached_gpus', 'timestamp', 'count', 'devices'}``
+    Returns ``{'driver_version', 'cuda_version', 'attached_gpus', 'timestamp', 'count', 'devices',
+    'error_states'}`` (``error_states``: document-level values in an error state, e.g. ``attached_gpus=[N/A]``)
     with devices ordered by their nvidia-smi/NVML index. NVML enumerates GPUs in PCI bus order,
     so devices are sorted by PCI address and numbered from 0; ``minor_number`` (``/dev/nvidiaN``)
     is kept separately because it can differ from the index.
@@ -353,10 +402,17 @@ def parse_nvidia_smi_xml(text):
     for index, (record, _key) in enumerate(parsed):
         record['index'] = index
         devices.append(record)
+    attached_text = _find_text(root, 'attached_gpus')
+    attached = to_number(attached_text)
+    errors = []
+    if root.find('attached_gpus') is not None and (attached is None or isinstance(attached, float)):
+        errors.append('attached_gpus=%s' % ((attached_text or '').strip()[:60] or 'empty'))
+        attached = None
     return {
+        'error_states': errors,
         'driver_version': to_text(_find_text(root, 'driver_version')),
         'cuda_version': to_text(_find_text(root, 'cuda_version')),
-        'attached_gpus': to_number(_find_text(root, 'attached_gpus')),
+        'attached_gpus': attached,
         'timestamp': to_text(_find_text(root, 'timestamp')),
         'count': len(devices),
         'devices': devices,

@@ -111,11 +111,239 @@ def version_key(version):
     return tuple(key)
 
 
+# ---------------------------------------------------------------- version ordering
+#
+# Package families order versions differently, and the audit must order them the way the node's
+# package manager does. Both comparisons are total functions over any text (non-ASCII, control
+# characters, surrogates, thousands of digits): a version never raises, and numbers are compared
+# as digit strings, never converted with int() (Python refuses ints of more than 4300 digits).
+
+FAMILIES = ('dpkg', 'rpm')
+
+
+def _is_digit(char):
+    return '0' <= char <= '9'
+
+
+def _is_alpha(char):
+    return 'a' <= char <= 'z' or 'A' <= char <= 'Z'
+
+
+def _cmp_digits(left, right):
+    """Compare two runs of ASCII digits by value (leading zeros ignored)."""
+    left = left.lstrip('0')
+    right = right.lstrip('0')
+    if len(left) != len(right):
+        return -1 if len(left) < len(right) else 1
+    if left == right:
+        return 0
+    return -1 if left < right else 1
+
+
+def _split_epoch(version):
+    """'2:1.0-1' -> ('2', '1.0-1'); no epoch (or one that is not a number) -> ('', version)."""
+    head, sep, tail = version.partition(':')
+    if sep and head and all(_is_digit(c) for c in head):
+        return head, tail
+    return '', version
+
+
+def _dpkg_order(char):
+    # dpkg's lib/dpkg/version.c: digits 0 (handled apart), letters their code, '~' before
+    # everything (even the end of the string), every other character after all letters.
+    if not char:
+        return 0
+    if _is_digit(char):
+        return 0
+    if _is_alpha(char):
+        return ord(char)
+    if char == '~':
+        return -1
+    return ord(char) + 256
+
+
+def _dpkg_verrevcmp(left, right):
+    i = j = 0
+    len_l, len_r = len(left), len(right)
+    while i < len_l or j < len_r:
+        while (i < len_l and not _is_digit(left[i])) or (j < len_r and not _is_digit(right[j])):
+            order_l = _dpkg_order(left[i] if i < len_l else '')
+            order_r = _dpkg_order(right[j] if j < len_r else '')
+            if order_l != order_r:
+                return -1 if order_l < order_r else 1
+            i += 1
+            j += 1
+        start_l = i
+        while i < len_l and _is_digit(left[i]):
+            i += 1
+        start_r = j
+        while j < len_r and _is_digit(right[j]):
+            j += 1
+        diff = _cmp_digits(left[start_l:i], right[start_r:j])
+        if diff:
+            return diff
+    return 0
+
+
+def compare_dpkg(left, right):
+    """-1, 0 or 1 as ``dpkg --compare-versions`` orders ``[epoch:]upstream[-revision]``.
+
+    The epoch (a number, default 0) decides first; '~' sorts before anything, even the end of
+    the version, so ``2.21.5~rc1`` is older than ``2.21.5``; letters sort before other
+    punctuation; digit runs compare by value. Invalid versions are compared the same way
+    instead of being refused.
+    """
+    left = (left or '').strip()
+    right = (right or '').strip()
+    epoch_l, rest_l = _split_epoch(left)
+    epoch_r, rest_r = _split_epoch(right)
+    diff = _cmp_digits(epoch_l, epoch_r)
+    if diff:
+        return diff
+    upstream_l, dash_l, revision_l = rest_l.rpartition('-')
+    if not dash_l:
+        upstream_l, revision_l = rest_l, ''
+    upstream_r, dash_r, revision_r = rest_r.rpartition('-')
+    if not dash_r:
+        upstream_r, revision_r = rest_r, ''
+    return _dpkg_verrevcmp(upstream_l, upstream_r) or _dpkg_verrevcmp(revision_l, revision_r)
+
+
+def _rpmvercmp(left, right):
+    # rpm's rpmio/rpmvercmp.c (rpm >= 4.15): segments of ASCII digits or letters, anything else
+    # separates; '~' sorts before everything, '^' after the end of the version but before any
+    # further segment; a numeric segment is newer than an alphabetic one.
+    if left == right:
+        return 0
+    i = j = 0
+    len_l, len_r = len(left), len(right)
+    while i < len_l or j < len_r:
+        while i < len_l and not (_is_digit(left[i]) or _is_alpha(left[i])) and left[i] not in '~^':
+            i += 1
+        while j < len_r and not (_is_digit(right[j]) or _is_alpha(right[j])) and right[j] not in '~^':
+            j += 1
+        char_l = left[i] if i < len_l else ''
+        char_r = right[j] if j < len_r else ''
+        if char_l == '~' or char_r == '~':
+            if char_l != '~':
+                return 1
+            if char_r != '~':
+                return -1
+            i += 1
+            j += 1
+            continue
+        if char_l == '^' or char_r == '^':
+            if not char_l:
+                return -1
+            if not char_r:
+                return 1
+            if char_l != '^':
+                return 1
+            if char_r != '^':
+                return -1
+            i += 1
+            j += 1
+            continue
+        if not (char_l and char_r):
+            break
+        start_l, start_r = i, j
+        if _is_digit(char_l):
+            while i < len_l and _is_digit(left[i]):
+                i += 1
+            while j < len_r and _is_digit(right[j]):
+                j += 1
+            numeric = True
+        else:
+            while i < len_l and _is_alpha(left[i]):
+                i += 1
+            while j < len_r and _is_alpha(right[j]):
+                j += 1
+            numeric = False
+        if start_r == j:
+            # Different segment types: the numeric one is newer.
+            return 1 if numeric else -1
+        seg_l, seg_r = left[start_l:i], right[start_r:j]
+        if numeric:
+            diff = _cmp_digits(seg_l, seg_r)
+        else:
+            diff = 0 if seg_l == seg_r else (-1 if seg_l < seg_r else 1)
+        if diff:
+            return diff
+    if i >= len_l and j >= len_r:
+        return 0
+    return -1 if i >= len_l else 1
+
+
+def compare_rpm(left, right):
+    """-1, 0 or 1 as rpm orders ``[epoch:]version[-release]`` (epoch, then version, then release,
+    each with rpmvercmp: '~' before anything, '^' after the base version)."""
+    left = (left or '').strip()
+    right = (right or '').strip()
+    epoch_l, rest_l = _split_epoch(left)
+    epoch_r, rest_r = _split_epoch(right)
+    diff = _cmp_digits(epoch_l, epoch_r)
+    if diff:
+        return diff
+    version_l, dash_l, release_l = rest_l.rpartition('-')
+    if not dash_l:
+        version_l, release_l = rest_l, ''
+    version_r, dash_r, release_r = rest_r.rpartition('-')
+    if not dash_r:
+        version_r, release_r = rest_r, ''
+    return _rpmvercmp(version_l, version_r) or _rpmvercmp(release_l, release_r)
+
+
+def compare_versions(left, right, family='dpkg'):
+    """Order two versions by the rules of a package family (``dpkg`` or ``rpm``); any other
+    family (``none``, unknown) uses the dpkg rules, which also order plain upstream versions."""
+    if family == 'rpm':
+        return compare_rpm(left, right)
+    return compare_dpkg(left, right)
+
+
+def clean_text(text):
+    """Text safe for facts, JSON and YAML: lone surrogates (from bytes that were not UTF-8 and
+    were decoded with surrogateescape: file names, uname) become U+FFFD."""
+    if not isinstance(text, str):
+        return text
+    try:
+        text.encode('utf-8')
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode('utf-8', 'surrogateescape')
+    except UnicodeEncodeError:
+        raw = text.encode('utf-8', 'surrogatepass')
+    return raw.decode('utf-8', 'replace')
+
+
+def clean_facts(value):
+    """:func:`clean_text` applied to every string, key or value, of nested dicts and lists."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return dict((clean_facts(k), clean_facts(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [clean_facts(v) for v in value]
+    return value
+
+
+def decode_output(data):
+    """Bytes of a command's output as text; bytes that are not UTF-8 become U+FFFD."""
+    if data is None:
+        return ''
+    if isinstance(data, bytes):
+        return data.decode('utf-8', 'replace')
+    return clean_text(data)
+
+
 def parse_dpkg_query(text):
     """Parse ``dpkg-query -W -f DPKG_QUERY_FORMAT`` output.
 
     Returns ``(installed, broken)``: installed maps package -> version (epoch kept, the
-    display layer strips it) for packages whose status is installed, triggers-awaited or
+    display layer strips it; the highest by dpkg's rules where several architectures are
+    installed) for packages whose status is installed, triggers-awaited or
     triggers-pending; broken maps package -> status for half-installed, half-configured and
     unpacked packages (a failed upgrade is exactly the drift we look for). Packages that are
     removed ("rc", "un") are ignored. Multi-arch duplicates collapse to one entry.
@@ -133,7 +361,7 @@ def parse_dpkg_query(text):
         state = status[1]
         if state in 'iWt' and version:
             previous = installed.get(name)
-            if previous is None or version_key(version) > version_key(previous):
+            if previous is None or compare_dpkg(version, previous) > 0:
                 installed[name] = version
         elif state in 'HFU':
             broken[name] = status.strip()
@@ -144,7 +372,7 @@ def parse_rpm_query(text):
     """Parse ``rpm -qa --qf RPM_QUERY_FORMAT`` output into package -> 'epoch:version-release'.
 
     Several installed versions of one name (kernel-devel, parallel installs) resolve to the
-    highest; the epoch is kept only when it is not 0.
+    highest by rpm's rules (epoch first, '~' and '^'); the epoch is kept only when it is not 0.
     """
     installed = {}
     for line in (text or '').splitlines():
@@ -156,17 +384,23 @@ def parse_rpm_query(text):
         if epoch and epoch not in ('0', '(none)'):
             full = '%s:%s' % (epoch, full)
         previous = installed.get(name)
-        if previous is None or version_key(full) > version_key(previous):
+        if previous is None or compare_rpm(full, previous) > 0:
             installed[name] = full
     return installed, {}
 
 
-def select_package(installed, patterns):
-    """First pattern with an installed package wins; returns (name, version) or (None, None)."""
+def select_package(installed, patterns, family='dpkg'):
+    """First pattern with an installed package wins; several packages matching it resolve to
+    the highest version by the rules of the package ``family`` (then the name); returns
+    (name, version) or (None, None)."""
     for pattern in patterns:
         matches = [name for name in installed if pattern.match(name)]
         if matches:
-            best = max(matches, key=lambda n: (version_key(strip_epoch(installed[n])), n))
+            best = matches[0]
+            for name in matches[1:]:
+                order = compare_versions(installed[name], installed[best], family)
+                if order > 0 or (order == 0 and name > best):
+                    best = name
             return best, installed[best]
     return None, None
 
@@ -363,8 +597,9 @@ def build_stack(inputs):
             if raw_value and raw_value != value:
                 raw[component] = raw_value
 
+    family = inputs.get('package_manager')
     for component, patterns in _COMPILED_RULES:
-        name, version = select_package(packages, patterns)
+        name, version = select_package(packages, patterns, family)
         if name:
             put(component, _package_version(version), 'package:%s' % name, version)
 

@@ -16,17 +16,27 @@ description:
     components (O(baseline_vars), for example C(nvidia_driver_version) from the inventory) and
     overridden by O(baseline). A pin may be a prefix at a version separator, so V(12.4) matches
     V(12.4.1) and V(2.21.5) matches V(2.21.5-1+cuda12.4), but V(12.4) never matches V(12.40).
+  - Versions are ordered by the rules of the node's package family (dpkg or rpm). C(~) marks a
+    pre-release, so V(2.21.5~rc1) does not meet a pin V(2.21.5) (Debian's repack suffixes
+    V(~ds1), V(~dfsg), V(~repack) do); a pin with an epoch (V(1:2.0)) needs that epoch, a pin
+    without one applies to the displayed version; rpm's C(^) snapshot meets the pin it follows.
+  - The baseline is validated first; component names in O(baseline), O(baseline_vars),
+    O(consistent) and O(severity) must be components of C(gpu_stack), and pins (also those from
+    role variables) must be strings, so an unquoted V(12.10) that YAML reads as 12.1 is refused.
   - Components in O(consistent) must also be equal inside a group. A host that differs from the
     version most hosts of its group have is reported; a group split evenly has no majority and
     every side is reported.
   - Each finding has the keys C(host), C(component), C(expected), C(found), C(kind) and
     C(severity) (plus C(group) and C(message)). C(kind) is V(baseline) (pin not met),
     V(missing) (absent where a pin or the majority expects it), V(majority) (differs from the
-    group or the group is split) or V(unknown) (the host has no facts because it was
-    unreachable, gathering failed, it has no cache entry or its facts are stale).
+    group or the group is split) or V(unknown) (the host has no usable facts because it was
+    unreachable, gathering failed, it has no cache entry, the entry cannot be read, the facts
+    have the wrong shape or are stale). One host's bad facts never stop the audit of the others.
   - Writes C(drift.json) (findings and summary), C(drift.junit.xml) (one test case per host and
     component, a failure per finding) and C(drift.md) (a table for a merge request) into
-    O(report_dir), and fails when a finding reaches O(fail_on).
+    O(report_dir), and fails when a finding reaches O(fail_on). Unknown hosts are JUnit
+    C(<error>)s with the reason; characters XML cannot hold are shown escaped. When a report cannot
+    be written the task prints the findings, names the paths and fails.
 author:
   - gpucluster.core maintainers (@gpucluster)
 attributes:
@@ -64,6 +74,8 @@ options:
       - Directory of an Ansible fact cache (what C(fact_caching_connection) points at). Read
         through Ansible's own cache plugin loader, so the format of the running ansible-core is
         understood. The directory must exist and be writable (the cache plugin insists).
+      - The cache is only read. An entry that cannot be parsed is left as it is (the cache
+        plugin's own deletion of corrupt entries is turned off) and its host is V(unknown).
       - When unset, facts come from O(facts) or from the hosts' C(ansible_facts).
     type: path
   fact_cache_plugin:
@@ -222,4 +234,9 @@ reports:
   returned: always
   type: dict
   sample: {json: /tmp/drift/drift.json, junit: /tmp/drift/drift.junit.xml, markdown: /tmp/drift/drift.md}
+report_error:
+  description: Why reports could not be written, naming each path; the task fails and C(msg) still holds the findings.
+  returned: when a report could not be written
+  type: str
+  sample: "drift_audit: the reports were not written (cannot write /tmp/drift/drift.json: Permission denied); the findings follow"
 '''

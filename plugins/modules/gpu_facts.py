@@ -16,7 +16,12 @@ description:
     C(gpucluster-health) installed by the P(gpucluster.core.health_check#role) role.
   - A host without NVIDIA hardware and without nvidia-smi gets O(ignore:present=false), C(count=0) and
     health C(ok); the module does not fail there.
-  - Output of nvidia-smi that is not parseable XML fails the module with a readable message.
+  - Output of nvidia-smi that is not parseable XML (also exit 0 with nothing or garbage on stdout) fails
+    the module with a readable message; the facts returned with the failure carry health C(unknown),
+    or C(critical) when NVIDIA GPUs are on the PCI bus.
+  - Every command (nvidia-smi, journalctl, dmesg) runs under O(timeout) (the kernel log reads under at
+    most 30 seconds); on expiry the command's whole process group is killed. nvidia-smi not answering
+    is critical, a kernel-log read that times out makes the status C(unknown).
 author:
   - gpucluster.core maintainers (@gpucluster)
 attributes:
@@ -91,14 +96,19 @@ options:
   kernel_log_path:
     description:
       - Read the kernel log from this file instead of C(journalctl -k)/C(dmesg) (tests, the lab, a
-        collected log). Wall-clock time stamps older than the window are ignored.
+        collected log). Only lines dated within the window count; undated lines and lines whose date
+        cannot be read never count as recent. The file is read from its end, at most its last 16 MiB.
+      - The file must hold kernel messages only (such as C(/var/log/kern.log)); a file into which
+        other programs write (C(/var/log/syslog)) lets them write lines that look like the kernel's.
     type: path
   sysfs_root:
     description: Root of sysfs, for the PCI device count. A test seam; keep the default on real hosts.
     type: path
     default: /sys
   timeout:
-    description: Seconds nvidia-smi may take before it counts as not answering (critical).
+    description:
+      - Seconds nvidia-smi may take before it counts as not answering (critical); the command and
+        everything it started are then killed (coreutils C(timeout), TERM then KILL 5 seconds later).
     type: int
     default: 60
   fail_on:
@@ -202,7 +212,9 @@ ansible_facts:
               (C(volatile_sbe), C(volatile_dbe), C(aggregate_sbe), C(aggregate_dbe) and the SRAM/DRAM split),
               C(retired_pages) (C(sbe), C(dbe), C(pending)), C(remapped_rows) (C(correctable), C(uncorrectable),
               C(pending), C(failure)), C(pcie) (C(gen_current), C(gen_max), C(width_current), C(width_max)),
-              C(clocks_event_reasons_active), C(nvlink), and C(cpu_affinity)/C(numa_node) where reported.
+              C(clocks_event_reasons_active), C(nvlink), C(error_states) (fields in an error state such as
+              C(uuid=[GPU is lost]) or C(memory_total_mib=[N/A]); any entry makes the GPU critical), and
+              C(cpu_affinity)/C(numa_node) where reported.
           type: list
           elements: dict
         xid_window_minutes:
@@ -236,6 +248,7 @@ ansible_facts:
 '''
 
 import os
+import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -257,18 +270,48 @@ _THRESHOLD_OPTIONS = dict(
 )
 
 
+# Seconds between the polite TERM and the KILL of a command that overran its timeout.
+KILL_AFTER = 5
+
+
 def _runner(module):
+    """``run(argv, timeout) -> (rc, stdout, stderr)``, rc None when the command was killed for time.
+
+    coreutils ``timeout`` runs the command in a process group of its own and signals the whole
+    group (TERM, then KILL after KILL_AFTER seconds), so nothing the command started outlives it.
+    Without ``timeout`` on the host a timer kills the command itself. Output is decoded with
+    replacement characters: bytes that are not UTF-8 never abort the module.
+    """
     timeout_bin = module.get_bin_path('timeout')
 
     def run(argv, timeout):
-        cmd = list(argv)
-        if timeout_bin and timeout:
-            # run_command has no timeout; coreutils timeout stops a hung nvidia-smi.
-            cmd = [timeout_bin, '--kill-after=5', str(int(timeout))] + cmd
         if not os.path.exists(argv[0]):
             raise OSError('%s: no such file' % argv[0])
-        rc, out, err = module.run_command(cmd, environ_update={'LC_ALL': 'C'})
-        if timeout_bin and timeout and rc in (124, 137):
+        cmd = list(argv)
+        timers = []
+        state = {'expired': False}
+
+        def arm(proc):
+            def expire():
+                state['expired'] = True
+                try:
+                    proc.kill()
+                except OSError:
+                    pass
+            timer = threading.Timer(timeout + KILL_AFTER, expire)
+            timer.daemon = True
+            timer.start()
+            timers.append(timer)
+
+        if timeout_bin:
+            cmd = [timeout_bin, '--kill-after=%d' % KILL_AFTER, str(int(timeout))] + cmd
+        try:
+            rc, out, err = module.run_command(cmd, environ_update={'LC_ALL': 'C'}, errors='replace',
+                                              before_communicate_callback=None if timeout_bin else arm)
+        finally:
+            for timer in timers:
+                timer.cancel()
+        if state['expired'] or (timeout_bin and rc in (124, 137)):
             return None, out, err
         return rc, out, err
     return run
@@ -304,11 +347,11 @@ def main():
                        kernel_log_path=params['kernel_log_path'], window_minutes=params['xid_window_minutes'],
                        now=time.time(), timeout=params['timeout'])
     smi = snapshot['smi']
-    if smi.get('xml_error'):
-        module.fail_json(msg='could not parse the output of %s -q -x: %s' % (smi['path'], smi['xml_error']))
-
     facts = build_facts(snapshot, expected_count=params['expected_count'] or None, thresholds=thresholds,
                         window_minutes=params['xid_window_minutes'])
+    if smi.get('xml_error'):
+        module.fail_json(msg='could not parse the output of %s -q -x: %s' % (smi['path'], smi['xml_error']),
+                         ansible_facts={'gpu': facts})
     status = facts['health']['status']
     failing = {'never': (), 'critical': ('critical',), 'warning': ('warning', 'critical', 'unknown')}
     if status in failing[params['fail_on']]:

@@ -43,6 +43,15 @@ options:
     type: str
     choices: [auto, dpkg, rpm, none]
     default: auto
+  command_timeout:
+    description:
+      - Seconds the package query (C(dpkg-query) or C(rpm)) may run. A query still running then
+        (a hung NFS mount, a stuck rpm database lock) is killed with its whole process group
+        (coreutils C(timeout), TERM then KILL 5 seconds later) and the module fails with a
+        message that says so; the drift audit reports the host as V(unknown) with that message.
+        Must be at least 1.
+    type: int
+    default: 60
 notes:
   - Components in C(gpu_stack) (always all keys) are C(os), C(kernel), C(nvidia_driver),
     C(nvidia_driver_loaded), C(nvidia_fabricmanager), C(cuda_toolkit), C(cudnn), C(nccl),
@@ -51,6 +60,8 @@ notes:
   - C(hca_firmware) and C(gpu_vbios) are the distinct values of all devices joined with a comma,
     so a node whose adapters run different firmware differs from one where they agree.
   - C(python) is the interpreter Ansible uses on the node.
+  - Output and files that are not UTF-8 are decoded with U+FFFD for the bad bytes, so the facts
+    are always valid text (no surrogates that would break the fact cache or the audit).
 seealso:
   - module: gpucluster.core.drift_audit
 '''
@@ -117,6 +128,7 @@ ansible_facts:
 import glob
 import os
 import platform
+import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -143,7 +155,7 @@ def _path(relative):
 
 def _read(relative, limit=65536):
     try:
-        with open(_path(relative), 'r', errors='replace') as handle:
+        with open(_path(relative), 'r', encoding='utf-8', errors='replace') as handle:
             return handle.read(limit)
     except (IOError, OSError):
         return None
@@ -155,6 +167,52 @@ def _relative(path):
 
 def _glob(pattern):
     return sorted(glob.glob(_path(pattern)))
+
+
+class QueryTimeout(Exception):
+    pass
+
+
+# Seconds between the TERM and the KILL of a query that overran command_timeout.
+KILL_AFTER = 5
+
+
+def run_query(module, argv, timeout):
+    """Run a package query under a time limit; returns (rc, stdout, stderr) as text.
+
+    coreutils ``timeout`` runs the query in a process group of its own and signals the whole
+    group (TERM, then KILL after KILL_AFTER seconds), so nothing the query started outlives it;
+    without ``timeout`` on the node a timer kills the query itself. Bytes that are not UTF-8
+    become U+FFFD. Raises :class:`QueryTimeout` when the query was killed for time.
+    """
+    timeout_bin = module.get_bin_path('timeout')
+    timers = []
+    state = {'expired': False}
+
+    def arm(proc):
+        def expire():
+            state['expired'] = True
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        timer = threading.Timer(timeout + KILL_AFTER, expire)
+        timer.daemon = True
+        timer.start()
+        timers.append(timer)
+
+    cmd = list(argv)
+    if timeout_bin:
+        cmd = [timeout_bin, '--kill-after=%d' % KILL_AFTER, str(int(timeout))] + cmd
+    try:
+        rc, out, err = module.run_command(cmd, environ_update={'LC_ALL': 'C', 'LANG': 'C'}, errors='replace',
+                                          before_communicate_callback=None if timeout_bin else arm)
+    finally:
+        for timer in timers:
+            timer.cancel()
+    if state['expired'] or (timeout_bin and rc in (124, 137)):
+        raise QueryTimeout()
+    return rc, sv.decode_output(out), sv.decode_output(err)
 
 
 def read_packages(module, manager):
@@ -172,13 +230,20 @@ def read_packages(module, manager):
     if manager == 'dpkg':
         if not dpkg:
             module.fail_json(msg='package_manager=dpkg but dpkg-query is not on this node')
-        rc, out, err = module.run_command([dpkg, '-W', '-f', sv.DPKG_QUERY_FORMAT])
+        argv = [dpkg, '-W', '-f', sv.DPKG_QUERY_FORMAT]
         parser = sv.parse_dpkg_query
     else:
         if not rpm:
             module.fail_json(msg='package_manager=rpm but rpm is not on this node')
-        rc, out, err = module.run_command([rpm, '-qa', '--qf', sv.RPM_QUERY_FORMAT])
+        argv = [rpm, '-qa', '--qf', sv.RPM_QUERY_FORMAT]
         parser = sv.parse_rpm_query
+    timeout = module.params['command_timeout']
+    try:
+        rc, out, err = run_query(module, argv, timeout)
+    except QueryTimeout:
+        module.fail_json(msg='reading the %s package database timed out: %s did not finish within '
+                             'command_timeout=%d s and was killed with its process group (a locked '
+                             'or hung package database?)' % (manager, os.path.basename(argv[0]), timeout))
     if rc != 0:
         module.fail_json(msg='reading the %s package database failed (rc=%s): %s' % (manager, rc, err.strip()))
     installed, broken = parser(out)
@@ -240,19 +305,24 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             package_manager=dict(type='str', default='auto', choices=['auto', 'dpkg', 'rpm', 'none']),
+            command_timeout=dict(type='int', default=60),
         ),
         supports_check_mode=True,
     )
+    if module.params['command_timeout'] < 1:
+        module.fail_json(msg='command_timeout=%d; accepted: a number of seconds of at least 1'
+                             % module.params['command_timeout'])
     started = time.time()
     inputs = read_inputs(module)
     stack, toolkits, details = sv.build_stack(inputs)
     details['collected_at'] = round(time.time(), 3)
     details['duration_s'] = round(time.time() - started, 3)
-    module.exit_json(changed=False, ansible_facts=dict(
+    # File names, uname and file contents may hold bytes that are not UTF-8.
+    module.exit_json(changed=False, ansible_facts=sv.clean_facts(dict(
         gpu_stack=stack,
         gpu_stack_cuda_toolkits=toolkits,
         gpu_stack_details=details,
-    ))
+    )))
 
 
 if __name__ == '__main__':

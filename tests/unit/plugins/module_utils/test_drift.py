@@ -257,27 +257,35 @@ def test_junit_is_well_formed_with_consistent_counts(tmp_path):
     assert [s.get('name') for s in suites] == hosts
     total_cases = 0
     total_failures = 0
+    total_errors = 0
     for suite in suites:
         cases = suite.findall('testcase')
         failures = [c for c in cases if c.find('failure') is not None]
+        errors = [c for c in cases if c.find('error') is not None]
         assert int(suite.get('tests')) == len(cases)
         assert int(suite.get('failures')) == len(failures)
-        assert int(suite.get('errors')) == 0
+        assert int(suite.get('errors')) == len(errors)
         for case in cases:
             assert case.get('classname') == 'drift.' + suite.get('name')
-            assert len(case.findall('failure')) <= 1
+            assert len(case.findall('failure')) + len(case.findall('error')) <= 1
         total_cases += len(cases)
         total_failures += len(failures)
+        total_errors += len(errors)
     assert int(root.get('tests')) == total_cases == summary['checks'] == 12
-    assert int(root.get('failures')) == total_failures == len(findings) == 5
+    # host4 has no facts: its 3 checks could not run (errors), the 2 drifts are failures.
+    assert int(root.get('failures')) == total_failures == 2
+    assert int(root.get('errors')) == total_errors == 3
+    assert total_failures + total_errors == len(findings) == 5
     failure = root.find("testsuite[@name='host3']/testcase[@name='cuda_toolkit']/failure")
     assert failure.get('type') == 'critical:baseline'
     assert 'expected 12.4.1, found 12.2.0' in failure.get('message')
     assert 'expected: 12.4.1' in failure.text and 'found: 12.2.0' in failure.text
     nccl = root.find("testsuite[@name='host2']/testcase[@name='nccl']/failure")
     assert 'found 2.20.3-1+cuda12.4' in nccl.get('message')
-    unknown = root.find("testsuite[@name='host4']/testcase[@name='kernel']/failure")
+    unknown = root.find("testsuite[@name='host4']/testcase[@name='kernel']/error")
     assert 'unreachable: <ssh> & "timeout"' in unknown.text     # escaped and read back intact
+    assert unknown.get('message') == 'unknown: unreachable: <ssh> & "timeout"'
+    assert unknown.get('type') == 'critical:unknown' and 'absent' not in unknown.get('message')
     assert root.find("testsuite[@name='host1']/testcase[@name='kernel']").find('failure') is None
 
 

@@ -78,8 +78,9 @@ def test_kernel_log_from_journal(bindir):
     bindir('dmesg')
     run = FakeRunner({
         'journalctl -k -b -q --no-pager -n 1': (0, '2026-01-05T09:00:00+0000 node1 kernel: Linux version\n', ''),
-        'journalctl -k -q --no-pager -o short-iso --since -120min':
-            (0, '2026-01-05T09:59:00+0000 node1 kernel: NVRM: Xid (PCI:0000:41:00): 79, pid=1, off the bus\n', ''),
+        'journalctl -k -q --no-pager -o json --since -120min':
+            (0, '{"_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0", "__REALTIME_TIMESTAMP": "1767607140000000", '
+                '"MESSAGE": "NVRM: Xid (PCI:0000:41:00): 79, pid=1, off the bus"}\n', ''),
     })
     result = gp.read_kernel_log(run, 120, now=1767607200.0)
     assert result['source'] == 'journalctl' and result['error'] is None
@@ -113,8 +114,10 @@ def test_kernel_log_not_readable(bindir):
 
 def test_kernel_log_from_file(tmp_path):
     log = tmp_path / 'kern.log'
-    log.write_text('NVRM: Xid (PCI:0000:41:00): 94, pid=1, x\n')
-    result = gp.read_kernel_log(None, 120, kernel_log_path=str(log))
+    # A file's undated line never counts as recent; a dated one within the window does.
+    log.write_text('NVRM: Xid (PCI:0000:41:00): 79, pid=1, undated\n'
+                   '2026-01-05T09:59:00,000000+00:00 NVRM: Xid (PCI:0000:41:00): 94, pid=1, x\n')
+    result = gp.read_kernel_log(None, 120, kernel_log_path=str(log), now=1767607200.0)
     assert result['source'] == 'file' and [e['code'] for e in result['events']] == [94]
     missing = gp.read_kernel_log(None, 120, kernel_log_path=str(tmp_path / 'nope'))
     assert missing['error'].startswith('cannot read')

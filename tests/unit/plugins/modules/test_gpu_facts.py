@@ -5,6 +5,7 @@ __metaclass__ = type
 
 import glob
 import os
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -216,7 +217,9 @@ def test_expected_count_and_fail_on(host):
 
 def test_thresholds_and_xid_window(host):
     log = host['tmp'] / 'xid.log'
-    log.write_text('NVRM: Xid (PCI:0000:c1:00): 94, pid=1, Contained: SM (0x1).\n')
+    # Dated a minute ago (a kernel-log file's undated lines never count as recent).
+    stamp = time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(time.time() - 60))
+    log.write_text('%s,000000+00:00 NVRM: Xid (PCI:0000:c1:00): 94, pid=1, Contained: SM (0x1).\n' % stamp)
     smi = fake_smi(host['tmp'], source_file=SMALL)
     base = {'nvidia_smi_path': smi, 'sysfs_root': host['sysfs_root'], 'kernel_log_path': str(log)}
     gpu = run_module(base)['ansible_facts']['gpu']

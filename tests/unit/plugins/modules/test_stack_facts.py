@@ -74,7 +74,7 @@ def fake_root(tmp_path, own_fixtures_dir, monkeypatch):
 def run_module(args, run_command, bins=('dpkg-query',)):
     calls = []
 
-    def fake_run_command(self, cmd, **kwargs):
+    def fake_run_query(module, cmd, timeout):
         calls.append(cmd)
         return run_command(cmd)
 
@@ -84,7 +84,7 @@ def run_module(args, run_command, bins=('dpkg-query',)):
     with patch_module_args(args), \
             mock.patch.object(basic.AnsibleModule, 'exit_json', _exit_json), \
             mock.patch.object(basic.AnsibleModule, 'fail_json', _fail_json), \
-            mock.patch.object(basic.AnsibleModule, 'run_command', fake_run_command), \
+            mock.patch.object(stack_facts, 'run_query', fake_run_query), \
             mock.patch.object(basic.AnsibleModule, 'get_bin_path', fake_bin):
         try:
             stack_facts.main()
