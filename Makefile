@@ -1,8 +1,10 @@
 # gpucluster.core — developer entry points. Every target sets up what it needs itself.
 #   make lab        bring up the container lab (LAB_NODES=3, LAB_IMAGE=debian12) and run site.yml
 #   make lab-down   remove exactly what the lab created
+#   make ping       check every lab node answers over SSH as the admin user and becomes root
+#   make shell      log in to a lab node over SSH (N=node1); sudo -i for a root shell
 #   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, promtool rule tests, molecule (stops at the first failure)
-#   make bench      lab converge / re-run / check-mode timings and the parser and audit benchmarks
+#   make bench      3- and 6-node lab: converge / re-run / check timings, ratios, top 15 tasks; parser benchmarks
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -25,7 +27,7 @@ export LAB_NODES LAB_IMAGE
 # Molecule scenarios run by `make test`, in order; `make molecule SCENARIOS=default` runs one.
 SCENARIOS ?= $(shell lab/scenarios.sh)
 
-.PHONY: help venv docker images lab lab-down lint yamllint ansible-lint sanity units promtool molecule test bench build clean
+.PHONY: help venv docker images lab lab-down ping shell lint yamllint ansible-lint sanity units promtool molecule test bench build clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -51,6 +53,13 @@ lab: venv docker
 
 lab-down: venv
 	@lab/lab.sh down
+
+ping: venv
+	@lab/lab.sh ping
+
+N ?= node1
+shell: venv
+	@lab/lab.sh shell $(N)
 
 yamllint: venv
 	yamllint --strict .

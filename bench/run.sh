@@ -1,40 +1,75 @@
 #!/usr/bin/env bash
-# Benchmarks. Prints figures; asserts nothing.
-#   lab: first converge of a fresh lab, the idempotent re-run, and a --check --diff run of site.yml
-#   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale)
-# BENCH_LAB=0 skips the lab part (it removes and rebuilds the lab).
+# Benchmarks. Prints figures; asserts nothing (the goals are benchmarks, not timed tests).
+#   lab: for each lab size in BENCH_SIZES (default "3 6"): remove the lab, then time the first
+#        converge of a fresh lab (lab/lab.sh up: containers, bootstrap, GPU stand-in, site.yml),
+#        the idempotent re-run of site.yml and a --check --diff run, each with its ratio to the
+#        first converge, and list the 15 most expensive tasks of the re-run
+#        (ansible.posix.profile_tasks: a task's time summed over all nodes' results).
+#   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale, ...)
+# BENCH_LAB=0 skips the lab part (it removes and rebuilds the lab). Logs: .bench/<nodes>-nodes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LAB_NODES=${LAB_NODES:-3}
-export LAB_NODES
-out=.lab/bench
+BENCH_SIZES=${BENCH_SIZES:-3 6}
+TOP=15
 inv=inventories/lab
+out=.bench
 
-recap() {  # total tasks run, changed, failed across hosts, from an ansible-playbook log
+die() { echo "bench: $*" >&2; exit 1; }
+
+recap() {  # task results, changed, failed, unreachable across hosts, from an ansible-playbook log
   awk '/PLAY RECAP/ {r=1; next} r && /ok=/ {
-         for (i=1;i<=NF;i++) { split($i,a,"="); if (a[1]=="ok") ok+=a[2]; if (a[1]=="changed") ch+=a[2]; if (a[1]=="failed") f+=a[2] } }
-       END { printf "%d task results, changed=%d, failed=%d", ok, ch, f }' "$1"
+         for (i=1;i<=NF;i++) { split($i,a,"="); if (a[1]=="ok") ok+=a[2]; if (a[1]=="changed") ch+=a[2];
+                               if (a[1]=="failed") f+=a[2]; if (a[1]=="unreachable") u+=a[2] } }
+       END { printf "%d task results, changed=%d, failed=%d, unreachable=%d", ok, ch, f, u }' "$1"
 }
 
-timed() {  # label, log, command...
-  local label=$1 log=$2; shift 2
-  local t0=$EPOCHREALTIME rc=0
+declare -A SECS
+timed() {  # key, label, log, command...
+  local key=$1 label=$2 log=$3; shift 3
+  local t0=$EPOCHREALTIME rc=0 ratio
   "$@" >"$log" 2>&1 || rc=$?
-  local secs
-  secs=$(python3 -c "print(f'{$EPOCHREALTIME - $t0:.1f}')")
-  printf '%-34s %7s s   %s   (tasks: %d)%s\n' "$label" "$secs" "$(recap "$log")" "$(grep -c '^TASK \[' "$log" || true)" \
-    "$( [[ $rc == 0 ]] || echo "   EXIT $rc, see $log")"
+  SECS[$key]=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  ratio=$(awk -v s="${SECS[$key]}" -v f="${SECS[${key%%:*}:first]:-0}" 'BEGIN { if (f > 0) printf "%.2f", s / f; else printf "-" }')
+  printf '  %-32s %7s s  %5s x first   %s   (%d tasks)%s\n' "$label" "${SECS[$key]}" "$ratio" "$(recap "$log")" \
+    "$(grep -c '^TASK \[' "$log" || true)" "$( [[ $rc == 0 ]] || echo "   EXIT $rc, see $log")"
+}
+
+top_tasks() {  # the profile_tasks summary at the end of a log, as "seconds  task"
+  awk '/^TASKS RECAP/ {t=1; n=0; next} t && /^=+ *$/ {s=1; next}
+       t && s && /-+ +[0-9.]+s$/ { secs=$NF; sub(/s$/, "", secs); name=$0; sub(/ -+ +[0-9.]+s$/, "", name);
+                                 printf "    %7.2f s  %s\n", secs, name }' "$1" | head -n "$TOP"
+}
+
+bench_lab() {
+  local nodes=$1 dir="$out/$nodes-nodes"
+  export LAB_NODES=$nodes
+  lab/lab.sh down >/dev/null
+  mkdir -p "$dir"
+  echo "== lab: $nodes nodes, image ${LAB_IMAGE:-debian12}, $(nproc) CPUs, $(date -u +%FT%TZ)"
+  timed "$nodes:first" "first converge (make lab)" "$dir/first.log" lab/lab.sh up
+  timed "$nodes:rerun" "re-run of site.yml" "$dir/rerun.log" \
+    env ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=$TOP \
+    ansible-playbook -i "$inv" site.yml
+  timed "$nodes:check" "site.yml --check --diff" "$dir/check.log" ansible-playbook -i "$inv" site.yml --check --diff
+  echo "  the $TOP most expensive tasks of the re-run (all nodes together):"
+  top_tasks "$dir/rerun.log"
 }
 
 if [[ "${BENCH_LAB:-1}" == 1 ]]; then
+  for n in $BENCH_SIZES; do
+    [[ "$n" =~ ^[0-9]+$ ]] && (( n >= 1 && n <= 16 )) ||
+      die "BENCH_SIZES=\"$BENCH_SIZES\" is not accepted: lab sizes from 1 to 16, e.g. \"3 6\""
+  done
   lab/build-image.sh "${LAB_IMAGE:-debian12}" >/dev/null
+  rm -rf "$out"
+  for n in $BENCH_SIZES; do bench_lab "$n"; done
+  read -r -a sizes <<<"$BENCH_SIZES"
+  if (( ${#sizes[@]} > 1 )); then
+    first=${sizes[0]} last=${sizes[-1]}
+    echo "== re-run at $last nodes / re-run at $first nodes: $(awk -v a="${SECS[$last:rerun]}" -v b="${SECS[$first:rerun]}" 'BEGIN { printf "%.2f", a / b }')"
+  fi
+  # The lab is left down: the machine's cores go back to whoever shares it.
   lab/lab.sh down >/dev/null
-  mkdir -p "$out"
-  echo "== lab: $LAB_NODES nodes, image ${LAB_IMAGE:-debian12}, $(nproc) CPUs"
-  timed "first converge (make lab)" "$out/first.log" lab/lab.sh up
-  mkdir -p "$out"
-  timed "idempotent re-run of site.yml" "$out/rerun.log" ansible-playbook -i "$inv" site.yml
-  timed "site.yml --check --diff" "$out/check.log" ansible-playbook -i "$inv" site.yml --check --diff
 fi
 for script in bench/*_bench.py; do
   [[ -e "$script" ]] || continue

@@ -3,16 +3,19 @@
 #
 #   lab/build-image.sh [debian12|debian13]...
 #
-# The image stands in for a freshly installed GPU server: systemd, Python for Ansible and
-# nothing else. Every role installs what it needs itself. The Debian mirror is taken from this
-# machine's own apt configuration at build time; no host name is written into the repository.
+# The image stands in for a freshly installed GPU server: systemd, Python for Ansible, sshd and
+# sudo, nothing else. Every role installs what it needs itself. sshd creates its host keys at
+# first boot, so every node has its own (the image carries none); password logins are off, the
+# lab's bootstrap (lab/bootstrap.yml) adds the admin user and its key. The Debian mirror is taken
+# from this machine's own apt configuration at build time; no host name is written into the
+# repository.
 # Images are labelled with a hash of their recipe, so an unchanged recipe is not rebuilt
 # (FORCE=1 rebuilds).
 set -euo pipefail
 
 IMAGE_REPO=${LAB_IMAGE_REPO:-gpucluster-lab}
 COMPONENTS="main contrib non-free non-free-firmware"
-PACKAGES="systemd,systemd-sysv,dbus,iproute2,iputils-ping,procps,kmod,ca-certificates,gnupg,python3,python3-apt,sudo"
+PACKAGES="systemd,systemd-sysv,dbus,iproute2,iputils-ping,procps,kmod,ca-certificates,gnupg,python3,python3-apt,sudo,openssh-server"
 
 die() { echo "build-image: $*" >&2; exit 1; }
 
@@ -65,8 +68,10 @@ build() {
   } >"$work/debian.sources"
   echo "build-image: building $image from Debian $suite" >&2
   # shellcheck disable=SC2016  # the hooks are expanded by mmdebstrap's shell ("$1" is the root fs)
-  # Hooks: keep one sources file under its usual name; every container gets its own machine-id;
-  # no gettys; empty apt lists dated 1970 so that the first apt task really updates them.
+  # Hooks: keep one sources file under its usual name; every container gets its own machine-id
+  # and its own SSH host keys (made by ssh-keygen -A before sshd starts); keys only, no root or
+  # password logins; no gettys; empty apt lists dated 1970 so that the first apt task really
+  # updates them.
   mmdebstrap --variant=apt --mode=root --quiet \
     --include="$PACKAGES" \
     --dpkgopt='path-exclude=/usr/share/man/*' \
@@ -75,6 +80,9 @@ build() {
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --customize-hook='mv "$1/etc/apt/sources.list.d/0000debian.sources" "$1/etc/apt/sources.list.d/debian.sources"' \
     --customize-hook=': > "$1/etc/machine-id"; rm -f "$1/var/lib/dbus/machine-id" "$1/etc/hostname"' \
+    --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub' \
+    --customize-hook='mkdir -p "$1/etc/systemd/system/ssh.service.d"; printf "[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n" > "$1/etc/systemd/system/ssh.service.d/host-keys.conf"' \
+    --customize-hook='printf "PermitRootLogin no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n" > "$1/etc/ssh/sshd_config.d/gpucluster-lab.conf"' \
     --customize-hook='chroot "$1" systemctl mask getty.target console-getty.service systemd-firstboot.service' \
     --skip=cleanup/apt \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/*_* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb; touch -d @0 "$1/var/lib/apt/lists"' \

@@ -13,6 +13,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
+from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
 
 try:
     import tomllib
@@ -22,7 +23,7 @@ except ImportError:  # pragma: no cover - the controller runs Python >= 3.12
 # containerd 1.x replaces a whole plugin section when an imported file names it
 # (containerd#5837); 2.0 merges plugin sections key by key (containerd#9982).
 _CRI_PLUGIN = {2: 'io.containerd.grpc.v1.cri', 3: 'io.containerd.cri.v1.runtime'}
-_BARE_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
+_BARE_KEY = re.compile(r'^[A-Za-z0-9_-]+\Z')
 _IMPORTS_LINE = re.compile(r'''^\s*(imports|"imports"|'imports')\s*=''')
 _TABLE_HEADER = re.compile(r'^\s*\[')
 _VERSION_LINE = re.compile(r'''^\s*(version|"version"|'version')\s*=''')
@@ -324,6 +325,9 @@ def docker_daemon_merge(text, runtime_name='nvidia', binary_path='/usr/bin/nvidi
         raise AnsibleFilterError('%s: "runtimes" must be an object, found %r' % (what, runtimes))
     entry = dict(runtimes.get(runtime_name) or {})
     entry['path'] = binary_path
+    if runtime_args and (isinstance(runtime_args, str) or not isinstance(runtime_args, (list, tuple))
+                         or not all(isinstance(a, str) for a in runtime_args)):
+        raise AnsibleFilterError('container_runtime_nvidia_runtime_args: %r is not a list of strings' % (runtime_args,))
     if runtime_args:
         entry['runtimeArgs'] = list(runtime_args)
     else:
@@ -342,9 +346,9 @@ def docker_daemon_merge(text, runtime_name='nvidia', binary_path='/usr/bin/nvidi
 
 def nvidia_toolkit_packages(version, revision='1', pkg_mgr='apt'):
     """Package specs of the NVIDIA Container Toolkit at one exact version, as its guide installs them."""
-    if not re.match(r'^\d+\.\d+\.\d+(~rc\.\d+)?$', to_text(version or '')):
+    if not isinstance(version, str) or not re.match(r'^\d+\.\d+\.\d+(~rc\.\d+)?\Z', version):
         raise AnsibleFilterError('NVIDIA Container Toolkit version %r is not an exact version such as 1.18.2' % (version,))
-    if not re.match(r'^\d+$', to_text(revision or '')):
+    if isinstance(revision, bool) or not re.match(r'^\d+\Z', to_text(revision if revision is not None else '')):
         raise AnsibleFilterError('package revision %r must be a number such as 1' % (revision,))
     full = '%s-%s' % (version, revision)
     if pkg_mgr == 'apt':
@@ -354,9 +358,25 @@ def nvidia_toolkit_packages(version, revision='1', pkg_mgr='apt'):
     raise AnsibleFilterError('package manager %r is not supported (accepted: apt, dnf, dnf5, yum)' % (pkg_mgr,))
 
 
+_EXPECTED = {
+    'containerd_config_info': 'the text of a containerd configuration file',
+    'containerd_config_imports': 'the text of config.toml and the drop-in path (container_runtime_containerd_dropin_dir)',
+    'containerd_dropin_files': 'a list of found paths and the imports list of config.toml',
+    'containerd_major': 'the output of `containerd --version`',
+    'containerd_nvidia_dropin': 'config.toml text, the imported paths, a dict of path to text, `containerd config '
+                                'default`, `containerd --version`, the drop-in path, container_runtime_nvidia_runtime_name '
+                                'and container_runtime_nvidia_runtime_path as strings',
+    'containerd_runtimes': 'the output of `containerd config dump`',
+    'docker_daemon_merge': 'the text of daemon.json, container_runtime_nvidia_runtime_name, '
+                           'container_runtime_nvidia_runtime_path and container_runtime_nvidia_runtime_args (a list)',
+    'nvidia_toolkit_packages': 'container_runtime_nvidia_toolkit_version as a string such as "1.18.2" and '
+                               'container_runtime_nvidia_toolkit_package_revision such as "1"',
+}
+
+
 class FilterModule(object):
     def filters(self):
-        return {
+        funcs = {
             'containerd_config_info': containerd_config_info,
             'containerd_config_imports': containerd_config_imports,
             'containerd_dropin_files': containerd_dropin_files,
@@ -366,3 +386,4 @@ class FilterModule(object):
             'docker_daemon_merge': docker_daemon_merge,
             'nvidia_toolkit_packages': nvidia_toolkit_packages,
         }
+        return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

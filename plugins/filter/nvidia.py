@@ -12,6 +12,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpucluster.core.plugins.module_utils.stack_versions import parse_proc_driver_version
+from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -20,8 +21,8 @@ except ImportError:  # pragma: no cover - only without ansible-core installed
         pass
 
 
-DRIVER_VERSION_RE = re.compile(r'^(?P<branch>[1-9][0-9]{2,3})\.(?P<minor>[0-9]{1,3})(?:\.(?P<patch>[0-9]{1,3}))?$')
-CUDA_VERSION_RE = re.compile(r'^(?P<major>[0-9]{2})\.(?P<minor>[0-9]{1,2})(?:\.(?P<patch>[0-9]{1,2}))?$')
+DRIVER_VERSION_RE = re.compile(r'^(?P<branch>[1-9][0-9]{2,3})\.(?P<minor>[0-9]{1,3})(?:\.(?P<patch>[0-9]{1,3}))?\Z')
+CUDA_VERSION_RE = re.compile(r'^(?P<major>[0-9]{2})\.(?P<minor>[0-9]{1,2})(?:\.(?P<patch>[0-9]{1,2}))?\Z')
 
 NVIDIA_PCI_VENDOR = '0x10de'
 # PCI class codes (class, subclass): 0x0300 VGA, 0x0302 3D controller (data center GPUs),
@@ -78,8 +79,19 @@ def _vtuple(version):
     return tuple(int(p) for p in str(version).split('.'))
 
 
+def _version_text(version, name, example):
+    """A version must arrive as a string: YAML reads an unquoted 12.10 as the number 12.1."""
+    if isinstance(version, bool) or isinstance(version, (int, float)):
+        _fail('%s: %r is a number, not a string (YAML reads an unquoted 12.10 as 12.1 and 535.10 as 535.1); '
+              'quote it, for example "%s"' % (name, version, example))
+    if not isinstance(version, str):
+        _fail('%s: %r is not a version string such as "%s"' % (name, version, example))
+    return version
+
+
 def nvidia_driver_version_info(version):
     """Split an upstream driver version such as 535.309.01 into its parts; fail when malformed."""
+    _version_text(version, 'nvidia_driver_version', '535.309.01')
     match = DRIVER_VERSION_RE.match(str(version))
     if not match:
         _fail("nvidia_driver_version '%s' is not an upstream driver version: expected "
@@ -294,6 +306,9 @@ def nvidia_driver_plan(version, source, distribution, major, module_type, headle
         _fail("nvidia_driver_source '%s' is not supported on %s %s" % (source, distribution, major))
 
     if packages_override:
+        if not isinstance(packages_override, (list, tuple)) or not all(
+                isinstance(n, str) and re.match(r'^[A-Za-z0-9][A-Za-z0-9+._-]*\Z', n) for n in packages_override):
+            _fail('nvidia_driver_packages: %r is not a list of package names' % (packages_override,))
         plan['packages'] = list(packages_override)
         plan['carrier'] = plan['packages'][0]
         plan['unpinned'] = [n for n in plan['unpinned'] if n in plan['packages']]
@@ -360,6 +375,7 @@ def nvidia_reboot_required(installed_version, proc_text, modules_text='', wanted
 
 
 def cuda_version_info(version):
+    _version_text(version, 'cuda_toolkit_version/cuda_toolkit_versions', '12.4')
     match = CUDA_VERSION_RE.match(str(version))
     if not match:
         _fail("CUDA toolkit version '%s' is malformed: expected MAJOR.MINOR or MAJOR.MINOR.UPDATE such as 12.4 or 12.4.1" % (version,))
@@ -407,6 +423,8 @@ def cuda_driver_check(versions, driver_version, compatibility='full'):
 
 def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''):
     """Packages of the cuda_toolkit role: install specs, names to hold and the default prefix."""
+    if isinstance(versions, str) or not isinstance(versions, (list, tuple)):
+        _fail('cuda_toolkit_versions: %r is not a list of version strings such as ["12.4"]' % (versions,))
     infos = [cuda_version_info(v) for v in versions]
     default_info = cuda_version_info(default)
     if default_info['short'] not in [i['short'] for i in infos]:
@@ -444,7 +462,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
     major = default_info['major']
     if cudnn:
         cudnn_major = str(cudnn).split('.', 1)[0]
-        if not re.match(r'^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+-[0-9]+', str(cudnn)):
+        if not re.match(r'^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+-[0-9]+(\+cuda[0-9]+\.[0-9]+)?\Z', str(cudnn)):
             _fail("cuda_toolkit_cudnn_version '%s' is malformed: expected the package version such as 9.1.0.70-1" % (cudnn,))
         if cudnn_major == '8':
             names = ['libcudnn8', 'libcudnn8-devel' if dnf else 'libcudnn8-dev']
@@ -456,7 +474,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
         install += [('%s-%s' if dnf else '%s=%s') % (n, cudnn) for n in names]
         hold += [('%s-%s' % (n, cudnn)) if dnf else n for n in names]
     if nccl:
-        match = re.match(r'^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\+cuda([0-9]+)\.[0-9]+$', str(nccl))
+        match = re.match(r'^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\+cuda([0-9]+)\.[0-9]+\Z', str(nccl))
         if not match:
             _fail("cuda_toolkit_nccl_version '%s' is malformed: expected the package version such as 2.21.5-1+cuda12.4" % (nccl,))
         if int(match.group(1)) != major:
@@ -471,9 +489,28 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
     }
 
 
+_EXPECTED = {
+    'nvidia_driver_version_info': 'nvidia_driver_version as a string such as "535.309.01"',
+    'nvidia_upstream_version': 'a package version string',
+    'nvidia_loaded_version': 'the text of /proc/driver/nvidia/version',
+    'nvidia_pci_devices': 'lines "ADDRESS VENDOR CLASS DEVICE" from sysfs',
+    'nvidia_nvswitch_present': 'a list of devices from nvidia_pci_devices',
+    'nvidia_kernel_module_type': 'nvidia_driver_kernel_module_type, nvidia_driver_version and a list of devices',
+    'nvidia_driver_plan': 'nvidia_driver_version, nvidia_driver_source, the OS, the module type and '
+                          'nvidia_driver_packages as a list of package names',
+    'nvidia_installed_matches': "package_facts' packages (a dict of name to a list of {version}) and a plan",
+    'nvidia_reboot_required': 'the installed driver version and the /proc texts',
+    'cuda_version_info': 'cuda_toolkit_version as a string such as "12.4"',
+    'cuda_min_driver': 'a CUDA version string and cuda_toolkit_driver_compatibility (full or minor)',
+    'cuda_driver_check': 'cuda_toolkit_versions as a list of strings and the driver version',
+    'cuda_toolkit_plan': 'cuda_toolkit_versions as a list of strings such as ["12.4"], cuda_toolkit_version, '
+                         'cuda_toolkit_source, the OS, cuda_toolkit_cudnn_version and cuda_toolkit_nccl_version',
+}
+
+
 class FilterModule(object):
     def filters(self):
-        return {
+        funcs = {
             'nvidia_driver_version_info': nvidia_driver_version_info,
             'nvidia_upstream_version': nvidia_upstream_version,
             'nvidia_loaded_version': nvidia_loaded_version,
@@ -488,3 +525,4 @@ class FilterModule(object):
             'cuda_driver_check': cuda_driver_check,
             'cuda_toolkit_plan': cuda_toolkit_plan,
         }
+        return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

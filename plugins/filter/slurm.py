@@ -13,6 +13,8 @@ __metaclass__ = type
 import base64
 import re
 
+from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+
 try:
     from ansible.errors import AnsibleFilterError
 except ImportError:  # pragma: no cover - only without ansible-core installed
@@ -21,9 +23,13 @@ except ImportError:  # pragma: no cover - only without ansible-core installed
 
 
 # A GRES type, a partition name, a node name: one word Slurm parses without quoting.
-GRES_TYPE_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
-CONF_KEY_RE = re.compile(r'^[A-Za-z][A-Za-z0-9]*$')
+GRES_TYPE_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*\Z')
+NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*\Z')
+CONF_KEY_RE = re.compile(r'^[A-Za-z][A-Za-z0-9]*\Z')
+FEATURE_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z')
+# A slurm.conf value: one word (Slurm ends a value at white space, '#' starts a comment, the parser drops
+# backslashes), no quotes, no control characters (a line break would add a line of its own).
+CONF_VALUE_RE = re.compile(r'^[^\s#"\'\\\x00-\x1f\x7f-\x9f\u2028\u2029]+\Z')
 # Words nvidia-smi puts in front of the model that say nothing about the model.
 _GPU_NAME_NOISE = ('nvidia', 'tesla', 'geforce', 'quadro')
 
@@ -44,6 +50,13 @@ def _fail(msg):
     raise AnsibleFilterError(msg)
 
 
+def _conf_value_ok(value):
+    """A scalar that slurm.conf reads back as written (see CONF_VALUE_RE)."""
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        return True
+    return isinstance(value, str) and bool(CONF_VALUE_RE.match(value))
+
+
 def gpu_type(name, type_map=None):
     """Slurm GRES type for an nvidia-smi product name.
 
@@ -52,6 +65,8 @@ def gpu_type(name, type_map=None):
     """
     if not isinstance(name, str) or not name.strip():
         _fail('slurm: a GPU has no product name to derive a GRES type from: %r' % (name,))
+    if type_map is not None and not isinstance(type_map, dict):
+        _fail('slurm_gpu_type_map: %r is not a dict of nvidia-smi product name to GRES type' % (type_map,))
     if type_map and name in type_map:
         mapped = type_map[name]
         if not isinstance(mapped, str) or not GRES_TYPE_RE.match(mapped):
@@ -145,6 +160,8 @@ def node_gres(gpu, type_override=None, type_map=None, cores=None):
             _fail('slurm_gpu_type: %r is not a GRES type: use letters, digits, "_", "." or "-" '
                   '(no spaces), for example a100_sxm4_80gb' % (type_override,))
     cores = cores or {}
+    if not isinstance(cores, dict):
+        _fail('slurm_gpu_cores: %r is not a dict of GPU index to a Slurm core list such as "0-31"' % (cores,))
     groups = {}
     order = []
     devices = sorted(gpu['devices'], key=lambda d: (d.get('index') is None, d.get('index')))
@@ -188,13 +205,14 @@ def node_record(report, gpu=None, overrides=None):
         _fail('slurm_node_name: %r is not a Slurm node name (letters, digits, "_", "." or "-")' % (name,))
     reported = int(report['real_memory'])
     memory = o.get('real_memory')
+    reserve = _whole(o.get('memory_reserve_mib') or 0, 'slurm_real_memory_reserve_mib')
     if memory in (None, '', 0):
-        memory = reported - int(o.get('memory_reserve_mib') or 0)
+        memory = reported - reserve
         if memory < 1:
             _fail('slurm_real_memory_reserve_mib: reserving %s MiB leaves no memory on %s (it reports %d MiB)'
                   % (o.get('memory_reserve_mib'), name, reported))
     else:
-        memory = int(memory)
+        memory = _whole(memory, 'slurm_node_real_memory')
         if memory > reported:
             _fail('slurm_node_real_memory: %d MiB is more than %s has (slurmd -C reports RealMemory=%d)'
                   % (memory, name, reported))
@@ -209,10 +227,28 @@ def node_record(report, gpu=None, overrides=None):
         'real_memory': memory,
         'reported_memory': reported,
         'gres': node_gres(gpu, o.get('gpu_type'), o.get('gpu_type_map'), o.get('gpu_cores')),
-        'features': list(o.get('features') or []),
-        'weight': o.get('weight'),
+        'features': _features(o.get('features')),
+        'weight': None if o.get('weight') in (None, '') else _whole(o.get('weight'), 'slurm node weight'),
     }
     return record
+
+
+def _whole(value, name):
+    """A whole number (int, or digits as text) or an AnsibleFilterError naming the variable."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
+        _fail('%s: %r is not a whole number' % (name, value))
+    return int(value)
+
+
+def _features(features):
+    if features in (None, ''):
+        return []
+    if not isinstance(features, (list, tuple)):
+        _fail('slurm_node_features: %r is not a list of feature names' % (features,))
+    for feature in features:
+        if not isinstance(feature, str) or not FEATURE_RE.match(feature):
+            _fail('slurm_node_features: %r is not a feature name (letters, digits, "_", ".", "+" or "-")' % (feature,))
+    return list(features)
 
 
 def node_line(node):
@@ -377,16 +413,31 @@ def validate(spec):
                     errors.append('slurm_partitions: partition %s names %s, not hosts of the compute group '
                                   '(known: %s)' % (p['name'], ', '.join(map(str, unknown)),
                                                    ', '.join(sorted(compute)) or 'none'))
-        for key, value in sorted((p.get('options') or {}).items()):
-            if not CONF_KEY_RE.match(str(key)) or re.search(r'\s', str(value)) or str(value) == '':
+        for field in ('max_time', 'state'):
+            if field in p and not _conf_value_ok(p[field]):
+                example = 'INFINITE' if field == 'max_time' else 'UP'
+                errors.append('slurm_partitions: partition %s %s=%r: one word (no white space, quotes, "#" or '
+                              'control characters), such as %s' % (p['name'], field, p[field], example))
+        options = p.get('options') or {}
+        if not isinstance(options, dict):
+            errors.append('slurm_partitions: partition %s options=%r: a dict of Slurm option names to values'
+                          % (p['name'], options))
+            options = {}
+        for key, value in sorted(options.items(), key=lambda kv: str(kv[0])):
+            if not CONF_KEY_RE.match(str(key)) or not _conf_value_ok(value):
                 errors.append('slurm_partitions: partition %s option %s=%r: keys are Slurm option names, '
-                              'values one word' % (p['name'], key, value))
+                              'values one word (no white space, quotes, "#" or control characters)'
+                              % (p['name'], key, value))
     if len(defaults) > 1:
         errors.append('slurm_partitions: %s are all marked default; mark one' % ', '.join(defaults))
-    for key, value in sorted((spec.get('conf_extra') or {}).items()):
-        if not CONF_KEY_RE.match(str(key)) or '\n' in str(value) or str(value) == '':
-            errors.append('slurm_conf_extra: %s=%r is not a slurm.conf setting (Key=value on one line)'
-                          % (key, value))
+    conf_extra = spec.get('conf_extra') or {}
+    if not isinstance(conf_extra, dict):
+        errors.append('slurm_conf_extra: %r is not a dict of slurm.conf settings' % (conf_extra,))
+        conf_extra = {}
+    for key, value in sorted(conf_extra.items(), key=lambda kv: str(kv[0])):
+        if not CONF_KEY_RE.match(str(key)) or not _conf_value_ok(value):
+            errors.append('slurm_conf_extra: %s=%r is not a slurm.conf setting (Key=value, the value one word '
+                          'without white space, quotes, "#" or control characters)' % (key, value))
     return errors
 
 
@@ -456,9 +507,29 @@ def cluster_action(actions):
     return best
 
 
+_EXPECTED = {
+    'slurm_gpu_type': 'an nvidia-smi product name and slurm_gpu_type_map as a dict of product name to GRES type',
+    'slurm_parse_node_report': 'the text of `slurmd -C`',
+    'slurm_node_record': 'a `slurmd -C` report, gpu_facts and host overrides (slurm_node_name, slurm_node_addr, '
+                         'slurm_node_real_memory and slurm_real_memory_reserve_mib as whole MiB, slurm_gpu_type, '
+                         'slurm_gpu_type_map as a dict, slurm_gpu_cores as a dict, slurm_node_features as a list)',
+    'slurm_node_line': 'a node record from slurm_node_record',
+    'slurm_gres_lines': 'a list of node records from slurm_node_record',
+    'slurm_default_mem_per_cpu': 'a list of node records with whole-number cpus and real_memory',
+    'slurm_partition_lines': 'slurm_partitions as a list of {name, nodes, default, max_time, state, options} '
+                             'and a dict of inventory host to Slurm node name',
+    'slurm_compress_files': 'a list of device file paths',
+    'slurm_validate': 'a dict with controller, controllers, inventory, compute (a dict of host to node info), '
+                      'partitions (slurm_partitions, a list of dicts) and conf_extra (a dict)',
+    'slurm_conf_change': 'the old and new configuration texts',
+    'slurm_cluster_action': 'a list of none/reconfigure/restart',
+    'slurm_conf_file_change': 'a slurp result and a dict of file name to old text',
+}
+
+
 class FilterModule(object):
     def filters(self):
-        return {
+        funcs = {
             'slurm_gpu_type': gpu_type,
             'slurm_parse_node_report': parse_node_report,
             'slurm_node_record': node_record,
@@ -472,3 +543,4 @@ class FilterModule(object):
             'slurm_cluster_action': cluster_action,
             'slurm_conf_file_change': conf_file_change,
         }
+        return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

@@ -6,8 +6,13 @@
 """gpucluster-health: GPU node health verdict for Slurm, monitoring and people.
 
 Exit codes: 0 ok, 1 warning, 2 critical, 3 unknown (the health could not be determined, or
-the program itself failed). JSON on stdout unless --quiet; --format summary prints one line
-fit for a Slurm drain reason.
+the program itself failed: a bad config or command line, an internal error, its run timeout
+passing outside nvidia-smi). Every verdict, unknown included, comes with its reason on stdout:
+JSON unless --quiet; --format summary prints one line fit for a Slurm drain reason.
+
+External commands run in their own process group, which is killed as a whole when the command
+outlives its timeout. --run-timeout bounds the whole run: every command's timeout is cut to fit
+in it, and nvidia-smi still running when it passes is reported as hung (critical).
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -15,17 +20,27 @@ __metaclass__ = type
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 DEFAULT_CONFIG = '/etc/gpucluster/health.json'
 TEXTFILE_NAME = 'gpucluster_health.prom'
 CONFIG_KEYS = ('nvidia_smi_path', 'expected_count', 'thresholds', 'xid_window_minutes', 'kernel_log_path',
-               'sysfs_root', 'timeout')
+               'sysfs_root', 'timeout', 'run_timeout')
 EXIT_UNKNOWN = 3
+# Exit codes of the reports this file writes itself (independent of the checks, which may be what failed).
+FAILURE_EXIT_CODES = {'critical': 2, 'unknown': EXIT_UNKNOWN}
+DEFAULT_TIMEOUT = 60
+# Seconds of the run timeout kept back for what follows nvidia-smi (kernel log, verdict, output).
+RUN_RESERVE = 2
+# Seconds to wait for a killed process group to go (a process stuck in the driver cannot die
+# before the driver lets go of it; the program does not wait for that).
+KILL_WAIT = 1
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
 from . import gpu_health, gpu_probe, gpu_prom
@@ -33,6 +48,14 @@ from . import gpu_health, gpu_probe, gpu_prom
 
 class ConfigError(Exception):
     pass
+
+
+class UsageError(Exception):
+    pass
+
+
+class RunTimeout(BaseException):
+    """The run timeout passed (BaseException: no ``except Exception`` in the checks may swallow it)."""
 
 
 def load_config(path, explicit):
@@ -52,10 +75,14 @@ def load_config(path, explicit):
     if unknown:
         raise ConfigError('config %s: unknown key(s) %s; known: %s' % (path, ', '.join(unknown), ', '.join(CONFIG_KEYS)))
     config = dict((k, v) for k, v in data.items() if not k.startswith('_'))
-    for key in ('expected_count', 'xid_window_minutes', 'timeout'):
+    for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = config.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise ConfigError('config %s: %s must be a whole number >= 0, got %r' % (path, key, value))
+    for key in ('nvidia_smi_path', 'kernel_log_path', 'sysfs_root'):
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError('config %s: %s must be a path (a string) or null, got %r' % (path, key, value))
     try:
         config['thresholds'] = gpu_health.merge_thresholds(config.get('thresholds') or {})
     except gpu_health.ThresholdError as exc:
@@ -63,14 +90,68 @@ def load_config(path, explicit):
     return config
 
 
-def run(argv, timeout):
-    env = dict(os.environ, LC_ALL='C')
+class Runner(object):
+    """``run(argv, timeout) -> (rc, stdout, stderr)`` for gpu_probe, rc None on timeout.
+
+    Each command runs in a new session (its own process group); on timeout the whole group gets
+    SIGKILL, so nothing it started is left behind. With a deadline (the run timeout), a command's
+    timeout is cut to the time left. ``timed_out`` lists the commands that ran out of time.
+    """
+
+    def __init__(self, deadline=None):
+        self.deadline = deadline
+        self.timed_out = []
+        self.current = None
+        self.interrupted = None
+
+    def budget(self, timeout):
+        if self.deadline is None:
+            return timeout
+        left = self.deadline - time.monotonic()
+        return max(0.1, min(timeout, left))
+
+    def __call__(self, argv, timeout):
+        env = dict(os.environ, LC_ALL='C')
+        limit = self.budget(timeout)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, start_new_session=True)
+        self.current = argv
+        try:
+            try:
+                out, err = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                self.timed_out.append(argv)
+                out, err = kill_group(proc)
+                return None, decode(out), decode(err)
+            return proc.returncode, decode(out), decode(err)
+        finally:
+            if proc.returncode is None:
+                # Interrupted (the run timeout): take the command's process group down with us.
+                self.interrupted = argv
+                kill_group(proc)
+            self.current = None
+
+
+def kill_group(proc):
+    """SIGKILL the process group of ``proc``; the output read so far, waiting at most KILL_WAIT s."""
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, env=env,
-                              check=False)
-    except subprocess.TimeoutExpired as exc:
-        return None, (exc.stdout or b'').decode('utf-8', 'replace'), (exc.stderr or b'').decode('utf-8', 'replace')
-    return proc.returncode, proc.stdout.decode('utf-8', 'replace'), proc.stderr.decode('utf-8', 'replace')
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        out, err = proc.communicate(timeout=KILL_WAIT)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        out, err = b'', b''
+        for stream in (proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except (OSError, AttributeError):
+                pass
+    return out or b'', err or b''
+
+
+def decode(data):
+    return (data or b'').decode('utf-8', 'replace')
 
 
 def write_textfile(directory, text):
@@ -97,11 +178,16 @@ def summary_line(report):
         text += ': ' + '; '.join(i['message'] for i in bad[:3])
         if len(bad) > 3:
             text += ' (+%d more)' % (len(bad) - 3)
-    return text
+    return ' '.join(text.split())
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError('bad command line: %s (see gpucluster-health --help)' % message)
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog='gpucluster-health',
         description='GPU node health verdict. Exit 0 ok, 1 warning, 2 critical, 3 unknown.')
     parser.add_argument('--config', help='JSON config (default %s; read when present)' % DEFAULT_CONFIG)
@@ -116,40 +202,96 @@ def parse_args(argv):
     parser.add_argument('--kernel-log', dest='kernel_log_path', help='read the kernel log from this file')
     parser.add_argument('--sysfs-root', help='sysfs root for the PCI count (default /sys)')
     parser.add_argument('--xid-window-minutes', type=int, help='Xid window in minutes (default 120)')
-    parser.add_argument('--timeout', type=int, help='seconds nvidia-smi may take (default 60)')
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.check_config:
-        try:
-            load_config(args.check_config, explicit=True)
-        except ConfigError as exc:
-            sys.stderr.write('gpucluster-health: %s\n' % exc)
-            return EXIT_UNKNOWN
-        return 0
-    try:
-        config = load_config(args.config or DEFAULT_CONFIG, explicit=bool(args.config))
-    except ConfigError as exc:
-        sys.stderr.write('gpucluster-health: %s\n' % exc)
-        return EXIT_UNKNOWN
-    for key in ('nvidia_smi_path', 'expected_count', 'kernel_log_path', 'sysfs_root', 'xid_window_minutes',
-                'timeout'):
+    parser.add_argument('--timeout', type=int, help='seconds nvidia-smi may take (default %d)' % DEFAULT_TIMEOUT)
+    parser.add_argument('--run-timeout', type=int,
+                        help='seconds the whole run may take (default: the config, else no limit); nvidia-smi '
+                             'gets at most this minus %d s' % RUN_RESERVE)
+    args = parser.parse_args(argv)
+    for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = getattr(args, key)
-        if value is not None:
-            config[key] = value
+        if value is not None and value < 0:
+            raise UsageError('bad command line: --%s must be >= 0, got %d' % (key.replace('_', '-'), value))
+    return args
+
+
+def output_choice(argv):
+    """(quiet, format) read from the raw arguments: an unknown verdict is printed even when they do not parse."""
+    quiet = '--quiet' in argv
+    fmt = 'json'
+    for i, arg in enumerate(argv):
+        if arg == '--format' and i + 1 < len(argv):
+            fmt = argv[i + 1]
+        elif arg.startswith('--format='):
+            fmt = arg.split('=', 1)[1]
+    return quiet, ('summary' if fmt == 'summary' else 'json')
+
+
+def failure_report(check, message, now=None, status='unknown'):
+    """The report of a run that could not judge the GPUs (status unknown), or found nvidia-smi hung."""
+    now = time.time() if now is None else now
+    return {
+        'status': status,
+        'exit_code': FAILURE_EXIT_CODES[status],
+        'host': socket.gethostname(),
+        'timestamp': int(now),
+        'issues': [{'gpu': None, 'check': check, 'severity': status, 'message': ' '.join(message.split())}],
+        'checks_skipped': [],
+        'gpu': None,
+    }
+
+
+def emit(report, quiet, fmt):
+    if quiet:
+        return
+    if fmt == 'summary':
+        text = summary_line(report) + '\n'
+    else:
+        text = json.dumps(report, indent=2, sort_keys=True) + '\n'
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (IOError, OSError):
+        pass  # stdout closed: the exit code still carries the verdict
+
+
+def describe(exc):
+    """'ValueError: bad thing (gpu_smi_xml.py:123)' for an unexpected exception."""
+    where = ''
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = ' (%s:%s)' % (os.path.basename(last.filename), last.lineno)
+    return '%s: %s%s' % (type(exc).__name__, exc, where)
+
+
+def _on_alarm(signum, frame):
+    raise RunTimeout()
+
+
+def judge(args, config, runner, now):
+    """The report and exit code of one run (exceptions are the caller's)."""
     window = config.get('xid_window_minutes') or 120
-    timeout = config.get('timeout') or 60
+    timeout = config.get('timeout') or DEFAULT_TIMEOUT
+    run_timeout = config.get('run_timeout') or None
+    if run_timeout:
+        # nvidia-smi must answer, or be called hung, inside the run timeout.
+        timeout = max(1, min(timeout, run_timeout - RUN_RESERVE))
     thresholds = config.get('thresholds') or gpu_health.merge_thresholds()
 
-    now = time.time()
-    snapshot = gpu_probe.collect(run, nvidia_smi_path=config.get('nvidia_smi_path') or None,
+    snapshot = gpu_probe.collect(runner, nvidia_smi_path=config.get('nvidia_smi_path') or None,
                                  sysfs_root=config.get('sysfs_root') or '/sys',
                                  kernel_log_path=config.get('kernel_log_path') or None,
                                  window_minutes=window, now=now, timeout=timeout)
     facts = gpu_health.build_facts(snapshot, expected_count=config.get('expected_count') or None,
                                    thresholds=thresholds, window_minutes=window)
+    issues = facts['health']['issues']
+    smi_path = (facts.get('nvidia_smi_path') or '')
+    if smi_path and any(argv and argv[0] == smi_path for argv in runner.timed_out):
+        # Name the failure the way operators search for it (sinfo -R): the driver check is critical.
+        for issue in issues:
+            if issue.get('check') == 'driver' and issue.get('severity') == 'critical':
+                issue['message'] = ('nvidia-smi hung: no answer within %ss, its process group killed '
+                                    '(a hung driver usually means a sick GPU)' % timeout)
     status = facts['health']['status']
     code = gpu_health.exit_code(status)
     report = {
@@ -157,7 +299,7 @@ def main(argv=None):
         'exit_code': code,
         'host': socket.gethostname(),
         'timestamp': int(now),
-        'issues': facts['health']['issues'],
+        'issues': issues,
         'checks_skipped': facts['health']['checks_skipped'],
         'gpu': facts,
     }
@@ -168,9 +310,79 @@ def main(argv=None):
             sys.stderr.write('gpucluster-health: cannot write %s into %s: %s\n' % (TEXTFILE_NAME, args.textfile, exc))
             if code == 0:
                 code = EXIT_UNKNOWN
-    if not args.quiet:
-        if args.format == 'summary':
-            sys.stdout.write(summary_line(report) + '\n')
-        else:
-            sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + '\n')
-    return code
+                report['status'] = 'unknown'
+                report['exit_code'] = code
+                report['issues'] = issues + [{
+                    'gpu': None, 'check': 'textfile', 'severity': 'unknown',
+                    'message': 'cannot write %s into %s: %s' % (TEXTFILE_NAME, args.textfile, exc)}]
+    return report, code
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    quiet, fmt = output_choice(argv)
+    now = time.time()
+    state = {'runner': None, 'run_timeout': None}
+    try:
+        try:
+            args = parse_args(argv)
+            quiet, fmt = args.quiet, args.format
+            if args.check_config:
+                try:
+                    load_config(args.check_config, explicit=True)
+                except ConfigError as exc:
+                    sys.stderr.write('gpucluster-health: %s\n' % exc)
+                    return EXIT_UNKNOWN
+                return 0
+            report, code = _run(args, now, state)
+        finally:
+            if state['run_timeout']:
+                signal.alarm(0)
+    except RunTimeout:
+        report = timeout_report(state, now)
+    except (ConfigError, UsageError) as exc:
+        sys.stderr.write('gpucluster-health: %s\n' % exc)
+        report = failure_report('program', str(exc), now)
+    except KeyboardInterrupt:
+        report = failure_report('program', 'interrupted; GPU health not determined', now)
+    except Exception as exc:  # pylint: disable=broad-except
+        # Any failure of the program itself is "unknown" with its reason, never a traceback exit
+        # (exit 1 would read as "warning"); the traceback still goes to stderr for the journal.
+        traceback.print_exc(file=sys.stderr)
+        report = failure_report('program', 'internal error: %s; GPU health not determined' % describe(exc), now)
+    else:
+        emit(report, quiet, fmt)
+        return code
+    emit(report, quiet, fmt)
+    return report['exit_code']
+
+
+def _run(args, now, state):
+    config = load_config(args.config or DEFAULT_CONFIG, explicit=bool(args.config))
+    for key in ('nvidia_smi_path', 'expected_count', 'kernel_log_path', 'sysfs_root', 'xid_window_minutes',
+                'timeout', 'run_timeout'):
+        value = getattr(args, key)
+        if value is not None:
+            config[key] = value
+    run_timeout = config.get('run_timeout') or None
+    deadline = None
+    if run_timeout:
+        deadline = time.monotonic() + run_timeout
+        signal.signal(signal.SIGALRM, _on_alarm)
+        state['run_timeout'] = run_timeout
+        signal.alarm(run_timeout)
+    state['runner'] = Runner(deadline)
+    return judge(args, config, state['runner'], now)
+
+
+def timeout_report(state, now):
+    """nvidia-smi still running when the run timeout passed: hung (critical); anything else: unknown."""
+    runner = state['runner']
+    command = (runner.current or runner.interrupted) if runner is not None else None
+    if command and os.path.basename(command[0]).startswith('nvidia-smi'):
+        return failure_report('driver', 'nvidia-smi hung: no answer within the run timeout of %ss, its process '
+                              'group killed (a hung driver usually means a sick GPU)' % state['run_timeout'], now,
+                              status='critical')
+    return failure_report('program', 'health program ran out of its run timeout of %ss%s; GPU health not '
+                          'determined' % (state['run_timeout'], ' while running %s' % command[0] if command else ''),
+                          now)

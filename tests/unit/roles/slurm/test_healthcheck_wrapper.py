@@ -27,7 +27,7 @@ P = 'gpucluster-health'
     (0, '{"status": "ok", "issues": []}', 'ok'),
     (1, '{"status": "warning", "issues": []}', 'warning'),
     (2, CRIT, 'critical'),
-    (2, 'not json', 'critical'),
+    (2, 'not json', 'unknown'),  # no JSON verdict: never acted on
     (3, '{"status": "unknown"}', 'unknown'),
     (127, '', 'unknown'),
 ])
@@ -36,7 +36,7 @@ def test_parse_report(rc, out, status):
 
 
 def test_drain_reason_lists_critical_findings_only():
-    _status, issues = hc.parse_report(2, CRIT)
+    _status, issues, _why = hc.parse_report(2, CRIT)
     assert hc.drain_reason(P, issues) == 'gpucluster-health: gpu1 row remap pending; GPU3 Xid 79 fell off the bus'
     assert hc.drain_reason(P, []) == 'gpucluster-health: health program reports critical'
     long_issues = [{'gpu': i, 'severity': 'critical', 'message': 'x' * 50} for i in range(10)]
@@ -64,7 +64,7 @@ OURS = 'gpucluster-health: gpu1 row remap pending'
     ('critical', {'IDLE', 'DRAIN'}, 'gpucluster-health: gpu0 other', ('drain', OURS)),
     ('critical', {'IDLE', 'DRAIN'}, 'operator: fan swap', 'none'),
     ('ok', {'IDLE', 'DRAIN'}, OURS, ('resume', None)),
-    ('warning', {'MIXED', 'DRAIN'}, OURS, ('resume', None)),
+    ('warning', {'MIXED', 'DRAIN'}, OURS, 'none'),  # resumes on ok only
     ('ok', {'IDLE', 'DRAIN'}, 'operator: fan swap', 'none'),
     ('ok', {'IDLE', 'DRAIN'}, 'gpucluster-healthy people', 'none'),
     ('ok', {'IDLE'}, '', 'none'),
@@ -118,14 +118,16 @@ def test_main_drains_on_critical(cluster):
 
 def test_main_resumes_its_own_drain(cluster):
     configure, log = cluster
-    cfg = configure("echo '{}'; exit 0\n", 'NodeName=node2 State=IDLE+DRAIN Reason=%s [root@t]\n' % OURS)
+    cfg = configure("echo '{\"status\": \"ok\", \"issues\": []}'; exit 0\n",
+                    'NodeName=node2 State=IDLE+DRAIN Reason=%s [root@t]\n' % OURS)
     assert hc.main([cfg]) == 0
     assert log.read_text().strip() == 'update NodeName=node2 State=RESUME'
 
 
 def test_main_keeps_an_operator_drain(cluster):
     configure, log = cluster
-    cfg = configure("echo '{}'; exit 0\n", 'NodeName=node2 State=IDLE+DRAIN Reason=operator: fan swap [alice@t]\n')
+    cfg = configure("echo '{\"status\": \"ok\", \"issues\": []}'; exit 0\n",
+                    'NodeName=node2 State=IDLE+DRAIN Reason=operator: fan swap [alice@t]\n')
     assert hc.main([cfg]) == 0
     assert not log.exists()
 
@@ -137,16 +139,16 @@ def test_main_missing_program_changes_nothing(cluster):
     assert not log.exists()
 
 
-def test_main_hanging_program_changes_nothing(cluster):
+def test_main_hanging_program_drains(cluster):
     configure, log = cluster
     cfg = configure('sleep 30\n')
     with open(cfg) as f:
         data = json.load(f)
-    data['timeout'] = 1
+    data['program_timeout'] = 1
     with open(cfg, 'w') as f:
         json.dump(data, f)
     assert hc.main([cfg]) == 0
-    assert not log.exists()
+    assert log.read_text().startswith('update NodeName=node2 State=DRAIN Reason=gpucluster-health: nvidia-smi hung')
 
 
 def test_main_unreadable_settings(tmp_path):
