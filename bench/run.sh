@@ -41,7 +41,8 @@ top_tasks() {  # the profile_tasks summary at the end of a log, as "seconds  tas
 }
 
 bench_lab() {
-  local nodes=$1 dir="$out/$nodes-nodes"
+  local nodes=$1
+  local dir="$out/$nodes-nodes"
   export LAB_NODES=$nodes
   lab/lab.sh down >/dev/null
   mkdir -p "$dir"
@@ -57,8 +58,9 @@ bench_lab() {
 
 if [[ "${BENCH_LAB:-1}" == 1 ]]; then
   for n in $BENCH_SIZES; do
-    [[ "$n" =~ ^[0-9]+$ ]] && (( n >= 1 && n <= 16 )) ||
+    if ! [[ "$n" =~ ^[0-9]+$ ]] || (( n < 1 || n > 16 )); then
       die "BENCH_SIZES=\"$BENCH_SIZES\" is not accepted: lab sizes from 1 to 16, e.g. \"3 6\""
+    fi
   done
   lab/build-image.sh "${LAB_IMAGE:-debian12}" >/dev/null
   rm -rf "$out"

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Invariants over every file of the real-output corpus ($GPUCLUSTER_FIXTURES; skipped when absent)."""
+"""Invariants over every file of the real-output corpus ($GPUCLUSTER_FIXTURES; fails when absent, see conftest)."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
