@@ -3,18 +3,33 @@
 #   make lab-down   remove exactly what the lab created
 #   make ping       check every lab node answers over SSH as the admin user and becomes root
 #   make shell      log in to a lab node over SSH (N=node1); sudo -i for a root shell
-#   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, promtool rule tests, molecule (stops at the first failure)
+#   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, promtool rule tests, molecule (stops at the first failure;
+#                   prints "== HH:MM:SS stage NAME N s" after every stage and molecule scenario, and a line per molecule action)
 #   make bench      3- and 6-node lab: converge / re-run / check timings, ratios, top 15 tasks; parser benchmarks
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-VENV ?= .venv
-BIN := $(CURDIR)/$(VENV)/bin
 # ansible-core 2.21 needs Python >= 3.12 on the controller; pyenv's 3.12 is used where the
 # system python3 is older.
 PYTHON ?= $(shell for p in $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.12.*/bin/python3 2>/dev/null | sort -V | tail -1) python3.12 python3.13 python3; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; done)
+REQUIREMENTS := requirements/controller.txt requirements/dev.txt requirements/constraints.txt
+# The venv is .venv in the checkout, rebuilt when a requirements file is newer than it. With
+# VENV_CACHE=DIR (.ci/run sets it: CI starts from a fresh clone) it is DIR/venv-<hash of the
+# requirements files and the interpreter>, made once and reused by every clone with the same
+# requirements: installing them (the ansible package alone is 40,000 files) takes minutes.
+VENV_CACHE ?=
+ifneq ($(strip $(VENV_CACHE)),)
+VENV := $(abspath $(VENV_CACHE))/venv-$(shell { cat $(REQUIREMENTS); echo "$(PYTHON)"; "$(PYTHON)" -VV; } 2>&1 | sha256sum | cut -c1-16)
+VENV_DEPS :=
+VENV_MODE := --cached
+else
+VENV ?= .venv
+VENV_DEPS := $(REQUIREMENTS)
+VENV_MODE :=
+endif
+BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
@@ -24,20 +39,21 @@ export ANSIBLE_FORCE_COLOR := 0
 LAB_NODES ?= 3
 LAB_IMAGE ?= debian12
 export LAB_NODES LAB_IMAGE
-# Molecule scenarios run by `make test`, in order; `make molecule SCENARIOS=default` runs one.
+# Molecule scenarios run by `make test`, two at a time (MOLECULE_JOBS=2, lab/molecule-all.sh); `make molecule SCENARIOS=default` runs one.
 SCENARIOS ?= $(shell lab/scenarios.sh)
+# pytest-xdist workers for the unit tests: one per CPU core of the machine.
+UNIT_WORKERS ?= auto
+# Every stage says when it ended and how long it took (lab/stage.sh).
+STAGE := lab/stage.sh
 
 .PHONY: help venv docker images lab lab-down ping shell lint yamllint ansible-lint sanity units promtool molecule test bench build clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
 
-$(VENV)/.stamp: requirements/controller.txt requirements/dev.txt requirements/constraints.txt
+$(VENV)/.stamp: $(VENV_DEPS)
 	@test -n "$(PYTHON)" || { echo "make: no Python >= 3.12 found (ansible-core 2.21 needs it); install one or pass PYTHON=/path/to/python3.12" >&2; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements/dev.txt
-	touch $@
+	@$(STAGE) venv lab/venv.sh "$(PYTHON)" "$(VENV)" $(VENV_MODE)
 
 venv: $(VENV)/.stamp
 
@@ -45,7 +61,7 @@ docker:
 	@lab/ensure-docker.sh
 
 images: docker
-	@lab/build-image.sh debian12 debian13
+	@$(STAGE) images lab/build-image.sh debian12 debian13
 
 lab: venv docker
 	@lab/build-image.sh $(LAB_IMAGE)
@@ -62,24 +78,24 @@ shell: venv
 	@lab/lab.sh shell $(N)
 
 yamllint: venv
-	yamllint --strict .
+	@$(STAGE) yamllint yamllint --strict .
 
 ansible-lint: venv
-	ansible-lint --profile production --strict
+	@$(STAGE) ansible-lint ansible-lint --profile production --strict
 
 lint: yamllint ansible-lint
 
 sanity: venv
-	@lab/ansible-test.sh sanity
+	@$(STAGE) sanity lab/ansible-test.sh sanity
 
 promtool: venv
-	tests/monitoring/promtool.sh
+	@PYTHON=$(BIN)/python ANSIBLE_PLAYBOOK=$(BIN)/ansible-playbook $(STAGE) promtool tests/monitoring/promtool.sh
 
 units: venv
-	pytest -q -n 2 tests/unit
+	@$(STAGE) units pytest -q -n $(UNIT_WORKERS) tests/unit
 
 molecule: venv images
-	@for s in $(SCENARIOS); do echo "=== molecule test -s $$s"; molecule test -s $$s || exit 1; done
+	@lab/molecule-all.sh $(SCENARIOS)
 
 test: lint sanity units promtool molecule
 

@@ -32,9 +32,13 @@ from ansible.plugins.loader import cache_loader, init_plugin_loader  # noqa: E40
 
 from ansible_collections.gpucluster.core.plugins.module_utils import drift  # noqa: E402
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions  # noqa: E402
+from ansible_collections.gpucluster.core.plugins.plugin_utils import drift_reports  # noqa: E402
 
 PINS = {'nvidia_driver_version': '550.54.15', 'cuda_toolkit_version': '12.4.1',
-        'cuda_toolkit_nccl_version': '2.21.5'}
+        'cuda_toolkit_nccl_version': '2.21.5',
+        # Without these the audit pins the roles' defaults (drift_audit_role_defaults).
+        'cuda_toolkit_cudnn_version': '9.1.0.70-1', 'container_runtime_nvidia_toolkit_version': '1.16.2',
+        'slurm_version': '23.11.10', 'slurm_munge_version': '0.5.15'}
 STACK = {
     'os': 'ubuntu 22.04.4', 'kernel': '5.15.0-119-generic', 'nvidia_driver': '550.54.15-1',
     'nvidia_driver_loaded': '550.54.15', 'nvidia_fabricmanager': '550.54.15-1',
@@ -122,7 +126,7 @@ def measure(workdir, size, run_playbook, inventory_format):
     row['findings'] = summary['findings']
 
     started = time.time()
-    drift.write_reports(os.path.join(workdir, 'pure-report'), hosts, summary, findings, stats)
+    drift_reports.write_reports(os.path.join(workdir, 'pure-report'), hosts, summary, findings, stats)
     row['reports_s'] = time.time() - started
 
     if run_playbook:

@@ -24,7 +24,8 @@ recap() {  # task results, changed, failed, unreachable across hosts, from an an
 }
 
 declare -A SECS
-timed() {  # key, label, log, command...
+failed=()
+timed() {  # key, label, log, command...; returns the command's exit status
   local key=$1 label=$2 log=$3; shift 3
   local t0=$EPOCHREALTIME rc=0 ratio
   "$@" >"$log" 2>&1 || rc=$?
@@ -32,6 +33,8 @@ timed() {  # key, label, log, command...
   ratio=$(awk -v s="${SECS[$key]}" -v f="${SECS[${key%%:*}:first]:-0}" 'BEGIN { if (f > 0) printf "%.2f", s / f; else printf "-" }')
   printf '  %-32s %7s s  %5s x first   %s   (%d tasks)%s\n' "$label" "${SECS[$key]}" "$ratio" "$(recap "$log")" \
     "$(grep -c '^TASK \[' "$log" || true)" "$( [[ $rc == 0 ]] || echo "   EXIT $rc, see $log")"
+  (( rc == 0 )) || failed+=("$nodes nodes: $label (exit $rc, $log)")
+  return "$rc"
 }
 
 top_tasks() {  # the profile_tasks summary at the end of a log, as "seconds  task"
@@ -47,11 +50,16 @@ bench_lab() {
   lab/lab.sh down >/dev/null
   mkdir -p "$dir"
   echo "== lab: $nodes nodes, image ${LAB_IMAGE:-debian12}, $(nproc) CPUs, $(date -u +%FT%TZ)"
-  timed "$nodes:first" "first converge (make lab)" "$dir/first.log" lab/lab.sh up
+  # A first converge that failed leaves a half-built lab: timing re-runs of it would mean nothing.
+  if ! timed "$nodes:first" "first converge (make lab)" "$dir/first.log" lab/lab.sh up; then
+    grep -E -A4 '^(fatal|failed):' "$dir/first.log" | head -n 20 | sed 's/^/    /' || true
+    echo "  $nodes nodes: the first converge failed; no re-run or check run timed"
+    return 0
+  fi
   timed "$nodes:rerun" "re-run of site.yml" "$dir/rerun.log" \
     env ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=$TOP \
-    ansible-playbook -i "$inv" site.yml
-  timed "$nodes:check" "site.yml --check --diff" "$dir/check.log" ansible-playbook -i "$inv" site.yml --check --diff
+    ansible-playbook -i "$inv" site.yml || true
+  timed "$nodes:check" "site.yml --check --diff" "$dir/check.log" ansible-playbook -i "$inv" site.yml --check --diff || true
   echo "  the $TOP most expensive tasks of the re-run (all nodes together):"
   top_tasks "$dir/rerun.log"
 }
@@ -68,7 +76,9 @@ if [[ "${BENCH_LAB:-1}" == 1 ]]; then
   read -r -a sizes <<<"$BENCH_SIZES"
   if (( ${#sizes[@]} > 1 )); then
     first=${sizes[0]} last=${sizes[-1]}
-    echo "== re-run at $last nodes / re-run at $first nodes: $(awk -v a="${SECS[$last:rerun]}" -v b="${SECS[$first:rerun]}" 'BEGIN { printf "%.2f", a / b }')"
+    if [[ -n "${SECS[$last:rerun]:-}" && -n "${SECS[$first:rerun]:-}" ]]; then
+      echo "== re-run at $last nodes / re-run at $first nodes: $(awk -v a="${SECS[$last:rerun]}" -v b="${SECS[$first:rerun]}" 'BEGIN { printf "%.2f", a / b }')"
+    fi
   fi
   # The lab is left down: the machine's cores go back to whoever shares it.
   lab/lab.sh down >/dev/null
@@ -78,3 +88,7 @@ for script in bench/*_bench.py; do
   echo "== $script"
   python "$script"
 done
+if (( ${#failed[@]} )); then
+  printf 'bench: failed: %s\n' "${failed[@]}" >&2
+  exit 1
+fi

@@ -6,8 +6,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import glob
 import os
 import time
+
+import yaml
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
@@ -16,6 +19,7 @@ from ansible.plugins.loader import cache_loader
 from ansible.utils.display import Display
 
 from ansible_collections.gpucluster.core.plugins.module_utils import drift
+from ansible_collections.gpucluster.core.plugins.plugin_utils import drift_reports
 
 ARGUMENT_SPEC = dict(
     hosts=dict(type='list', elements='str'),
@@ -26,6 +30,7 @@ ARGUMENT_SPEC = dict(
     include_cache_hosts=dict(type='bool', default=True),
     baseline=dict(type='dict', default={}),
     baseline_vars=dict(type='dict'),
+    role_defaults=dict(type='bool', default=True),
     consistent=dict(type='list', elements='str'),
     groups=dict(type='raw', default=[]),
     severity=dict(type='dict', default={}),
@@ -42,6 +47,27 @@ ARGUMENT_SPEC = dict(
 )
 
 CONTROLLER_NAMES = ('localhost', '127.0.0.1', '::1')
+# The collection's roles: their defaults are the versions a role installs when the inventory sets none.
+ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles')
+
+
+def role_default_values(roles_dir=ROLES_DIR):
+    """variable -> (value, role) from every role's defaults/main.yml; values that are templates
+    (they depend on other variables) are left out: only a literal is a pin."""
+    values = {}
+    for path in sorted(glob.glob(os.path.join(roles_dir, '*', 'defaults', 'main.yml'))):
+        role = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        try:
+            with open(path) as handle:
+                data = yaml.safe_load(handle)
+        except (IOError, OSError, yaml.YAMLError) as exc:
+            raise AnsibleError('cannot read the defaults of role %s (%s): %s' % (role, path, exc))
+        for name, value in (data or {}).items():
+            if isinstance(value, str) and '{{' in value:
+                continue
+            values[name] = (value, role)
+    return values
+
 
 display = Display()
 
@@ -169,15 +195,32 @@ class ActionModule(ActionBase):
             return None, ('the fact cache entry cannot be read (left as it is): %s'
                           % drift.stack_versions.clean_text(detail))
 
+    # ------------------------------------------------------------ the audit, step by step
+
     def _audit(self, params, task_vars, result):
         started = time.time()
         inventory_groups = task_vars.get('groups') or {}
-        inventory_hosts = list(inventory_groups.get('all') or [])
-        inventory_set = set(inventory_hosts)
-        hostvars = task_vars.get('hostvars') or {}
-        severity = self._severity(params)
+        settings = self._settings(params)
+        cache, cache_keys = self._cache(params)
+        hosts, notes = self._hosts(params, list(inventory_groups.get('all') or []), cache, cache_keys)
+        collected = self._collect(params, settings, hosts, set(inventory_groups.get('all') or []),
+                                  task_vars.get('hostvars') or {}, cache, cache_keys)
+        findings, stats, summary = self._compare(params, settings, hosts, collected, inventory_groups)
+        summary['compare_seconds'] = round(time.time() - started, 3)
+        notes.extend(self._role_default_notes(settings, collected['from_role_defaults']))
+        summary['notes'] = notes
+        for note in notes:
+            display.warning('drift_audit: %s' % note)
+        reports, report_error = self._reports(params, settings, hosts, summary, findings, stats,
+                                              collected['from_role_defaults'])
+        return self._result(result, params, summary, findings, reports, report_error)
+
+    def _settings(self, params):
+        """Checked settings: severity, the component -> variable map, the consistent components,
+        the explicit baseline and the pins the roles' defaults give."""
         baseline_vars = drift.DEFAULT_BASELINE_VARS if params['baseline_vars'] is None else params['baseline_vars']
         consistent = drift.DEFAULT_CONSISTENT if params['consistent'] is None else params['consistent']
+        severity = self._severity(params)
         self._check(drift.check_components, list(baseline_vars), 'baseline_vars')
         for component, var in baseline_vars.items():
             if not isinstance(var, str) or not var.strip():
@@ -185,14 +228,31 @@ class ActionModule(ActionBase):
                                    % (component, var))
         self._check(drift.check_components, list(consistent), 'consistent')
         explicit = self._check(drift.check_baseline, params['baseline'], 'baseline')
+        defaults = {}
+        if params['role_defaults'] and baseline_vars:
+            values = role_default_values()
+            for component, var in baseline_vars.items():
+                if var not in values:
+                    continue
+                value, role = values[var]
+                pin = self._check(drift.check_pin, value, '%s (default of role %s, the pin of %s)'
+                                  % (var, role, component))
+                if pin is not None:
+                    defaults[component] = {'value': pin, 'variable': var, 'role': role}
+        return {'severity': severity, 'baseline_vars': baseline_vars, 'consistent': consistent,
+                'explicit': explicit, 'defaults': defaults}
 
-        cache = None
-        cache_keys = ()
-        if params['fact_cache']:
-            cache = self._open_cache(params)
-            cache_keys = cache.keys()
+    def _cache(self, params):
+        if not params['fact_cache']:
+            return None, ()
+        cache = self._open_cache(params)
+        return cache, cache.keys()
 
+    @staticmethod
+    def _hosts(params, inventory_hosts, cache, cache_keys):
+        """The hosts to audit, in order, and notes on how they were chosen."""
         notes = []
+        inventory_set = set(inventory_hosts)
         if params['hosts'] is not None:
             hosts = list(dict.fromkeys(params['hosts']))
         else:
@@ -218,90 +278,122 @@ class ActionModule(ActionBase):
         if not hosts:
             raise AnsibleError('no hosts to audit: the host list, the inventory and the fact '
                                'cache are all empty')
+        return hosts, notes
 
-        now = time.time()
-        max_age = params['max_fact_age']
-        facts = {}
-        raw = {}
-        families = {}
-        reasons = {}
-        baselines = {}
+    def _baseline_of(self, host, hv, settings, from_role_defaults):
+        """One host's pins and their origins: drift_audit_baseline first, then the role variables
+        in its hostvars, then the roles' own defaults for variables the inventory does not set
+        (counted in ``from_role_defaults``: component -> number of hosts; such a pin applies only
+        where the component is installed)."""
+        pins = {}
+        origins = {}
+        for component, var in settings['baseline_vars'].items():
+            if hv is not None and var in hv:
+                pin = self._check(drift.check_pin, hv.get(var), '%s of host %s (the pin of %s)'
+                                  % (var, host, component))
+                if pin is not None:
+                    pins[component] = pin
+            elif component in settings['defaults'] and component not in settings['explicit']:
+                default = settings['defaults'][component]
+                pins[component] = default['value']
+                origins[component] = 'default of role %s: %s' % (default['role'], default['variable'])
+                from_role_defaults[component] = from_role_defaults.get(component, 0) + 1
+        pins.update(settings['explicit'])
+        return pins, origins
+
+    def _facts_of(self, host, hv, params, cache, cache_set):
+        """(facts, reason): a host's facts from the explicit mapping, the cache or its hostvars."""
         explicit_facts = params['facts'] or {}
+        if host in explicit_facts:
+            return explicit_facts[host], None
+        if cache is not None:
+            if host not in cache_set:
+                return None, 'no entry in the fact cache %s' % params['fact_cache']
+            host_facts, why = self._cache_get(cache, host, params['fact_cache'])
+            if why:
+                return host_facts, why
+            if isinstance(host_facts, dict) and 'gpu_stack' not in host_facts:
+                return host_facts, 'the fact cache entry holds no gpu_stack facts (stack_facts never ran)'
+            if host_facts is not None and not isinstance(host_facts, dict):
+                return host_facts, ('the fact cache entry is a %s, not a mapping of facts'
+                                    % type(host_facts).__name__)
+            return host_facts, None
+        if hv is not None:
+            return hv.get('ansible_facts'), None
+        return None, 'not in the inventory and no facts given'
+
+    def _collect(self, params, settings, hosts, inventory_set, hostvars, cache, cache_keys):
+        """Every host's pins, facts, raw versions, package family, or why it has none."""
+        collected = {'facts': {}, 'raw': {}, 'families': {}, 'reasons': {}, 'baselines': {},
+                     'origins': {}, 'from_role_defaults': {}}
+        now = time.time()
         cache_set = set(cache_keys)
+        want_hv = bool(settings['baseline_vars']) or cache is None or bool(params['status_var'])
         for host in hosts:
-            in_inventory = host in inventory_set
-            hv = hostvars[host] if in_inventory and (baseline_vars or cache is None or params['status_var']) else None
-            pins = {}
-            if hv is not None:
-                for component, var in baseline_vars.items():
-                    value = hv.get(var)
-                    pin = self._check(drift.check_pin, value, '%s of host %s (the pin of %s)'
-                                      % (var, host, component))
-                    if pin is not None:
-                        pins[component] = pin
-            pins.update(explicit)
-            baselines[host] = pins
-
-            host_facts = None
-            if host in explicit_facts:
-                host_facts = explicit_facts[host]
-            elif cache is not None:
-                if host in cache_set:
-                    host_facts, why = self._cache_get(cache, host, params['fact_cache'])
-                    if why:
-                        reasons[host] = why
-                    elif isinstance(host_facts, dict) and 'gpu_stack' not in host_facts:
-                        reasons[host] = 'the fact cache entry holds no gpu_stack facts (stack_facts never ran)'
-                    elif host_facts is not None and not isinstance(host_facts, dict):
-                        reasons[host] = ('the fact cache entry is a %s, not a mapping of facts'
-                                         % type(host_facts).__name__)
-                else:
-                    reasons[host] = 'no entry in the fact cache %s' % params['fact_cache']
-            elif hv is not None:
-                host_facts = hv.get('ansible_facts')
-            else:
-                reasons[host] = 'not in the inventory and no facts given'
-
-            stack, host_raw, family, why = self._stack_of(host_facts, now, max_age)
+            hv = hostvars[host] if host in inventory_set and want_hv else None
+            pins, origins = self._baseline_of(host, hv, settings, collected['from_role_defaults'])
+            collected['baselines'][host] = pins
+            if origins:
+                collected['origins'][host] = origins
+            host_facts, reason = self._facts_of(host, hv, params, cache, cache_set)
+            if reason:
+                collected['reasons'][host] = reason
+            stack, host_raw, family, why = self._stack_of(host_facts, now, params['max_fact_age'])
             if stack is None:
-                if host not in reasons:
-                    reasons[host] = why or self._status_reason(hv, params['status_var']) or 'no gpu_stack facts'
+                if host not in collected['reasons']:
+                    collected['reasons'][host] = (why or self._status_reason(hv, params['status_var'])
+                                                  or 'no gpu_stack facts')
                 continue
-            facts[host] = stack
+            collected['facts'][host] = stack
             if host_raw:
-                raw[host] = host_raw
+                collected['raw'][host] = host_raw
             if family:
-                families[host] = family
+                collected['families'][host] = family
+        return collected
 
+    def _compare(self, params, settings, hosts, collected, inventory_groups):
         members = self._group_members(params['groups'], inventory_groups)
-        grouping = drift.partition_hosts(hosts, members)
         findings, stats = drift.audit(
-            hosts, facts, baselines=baselines, consistent=consistent, groups=grouping,
-            severity=severity, ignore=params['ignore'], unknown_severity=params['unknown_severity'],
-            unknown_reasons=reasons, raw=raw, families=families)
-        unknown = [h for h in hosts if h not in facts]
-        summary = drift.summarize(hosts, findings, stats, params['fail_on'], unknown)
-        summary['compare_seconds'] = round(time.time() - started, 3)
-        summary['notes'] = notes
-        for note in notes:
-            display.warning('drift_audit: %s' % note)
+            hosts, collected['facts'], baselines=collected['baselines'], consistent=settings['consistent'],
+            groups=drift.partition_hosts(hosts, members), severity=settings['severity'],
+            ignore=params['ignore'], unknown_severity=params['unknown_severity'],
+            unknown_reasons=collected['reasons'], raw=collected['raw'], families=collected['families'],
+            pin_origins=collected['origins'])
+        unknown = [h for h in hosts if h not in collected['facts']]
+        return findings, stats, drift.summarize(hosts, findings, stats, params['fail_on'], unknown)
 
-        reports = {}
-        report_error = None
-        if params['report_dir']:
-            generated = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
-            used = {'explicit': explicit, 'from_vars': dict(baseline_vars)}
-            try:
-                reports = drift.write_reports(
-                    params['report_dir'], hosts, summary, findings, stats,
-                    formats=params['report_formats'], baselines_used=used, generated_at=generated,
-                    max_rows=params['markdown_max_rows'])
-            except drift.ReportError as exc:
-                # The findings are not lost: they are in msg below, and the task fails.
-                reports = exc.written
-                report_error = drift.stack_versions.clean_text(
-                    'drift_audit: the reports were not written (%s); the findings follow' % exc)
+    @staticmethod
+    def _role_default_notes(settings, from_role_defaults):
+        """Pins that came from the roles' defaults are reported as such."""
+        if not from_role_defaults:
+            return []
+        parts = []
+        for component in sorted(from_role_defaults):
+            default = settings['defaults'][component]
+            parts.append('%s %s (%s, default of role %s; %d hosts)' % (
+                component, default['value'], default['variable'], default['role'], from_role_defaults[component]))
+        return ['pinned by role defaults where installed (the inventory sets no version): %s' % '; '.join(parts)]
 
+    @staticmethod
+    def _reports(params, settings, hosts, summary, findings, stats, from_role_defaults):
+        """(paths written, error text or None)."""
+        if not params['report_dir']:
+            return {}, None
+        generated = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+        used = {'explicit': settings['explicit'], 'from_vars': dict(settings['baseline_vars']),
+                'from_role_defaults': dict((c, settings['defaults'][c]) for c in sorted(from_role_defaults))}
+        try:
+            return drift_reports.write_reports(
+                params['report_dir'], hosts, summary, findings, stats,
+                formats=params['report_formats'], baselines_used=used, generated_at=generated,
+                max_rows=params['markdown_max_rows']), None
+        except drift_reports.ReportError as exc:
+            # The findings are not lost: they are in msg, and the task fails.
+            return exc.written, drift.stack_versions.clean_text(
+                'drift_audit: the reports were not written (%s); the findings follow' % exc)
+
+    @staticmethod
+    def _result(result, params, summary, findings, reports, report_error):
         lines = drift.summary_text(summary, findings)
         if report_error:
             lines.insert(0, report_error)

@@ -11,6 +11,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils import nvidia_packages
+from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import nvidia_pci_kind
 from ansible_collections.gpucluster.core.plugins.module_utils.stack_versions import parse_proc_driver_version
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
 
@@ -24,11 +26,6 @@ except ImportError:  # pragma: no cover - only without ansible-core installed
 DRIVER_VERSION_RE = re.compile(r'^(?P<branch>[1-9][0-9]{2,3})\.(?P<minor>[0-9]{1,3})(?:\.(?P<patch>[0-9]{1,3}))?\Z')
 CUDA_VERSION_RE = re.compile(r'^(?P<major>[0-9]{2})\.(?P<minor>[0-9]{1,2})(?:\.(?P<patch>[0-9]{1,2}))?\Z')
 
-NVIDIA_PCI_VENDOR = '0x10de'
-# PCI class codes (class, subclass): 0x0300 VGA, 0x0302 3D controller (data center GPUs),
-# 0x0680 "other bridge": how NVSwitch devices present themselves.
-GPU_CLASSES = ('0x0300', '0x0302')
-NVSWITCH_CLASS = '0x0680'
 # The first Turing device id is 0x1e02 (TU102); every Maxwell, Pascal and Volta id is below 0x1e00.
 # The open kernel modules support Turing and later only.
 TURING_FIRST_DEVICE_ID = 0x1e00
@@ -137,14 +134,13 @@ def nvidia_pci_devices(probe_text):
     devices = []
     for line in str(probe_text or '').splitlines():
         fields = line.split()
-        if len(fields) < 4 or fields[1].lower() != NVIDIA_PCI_VENDOR:
+        if len(fields) < 4:
+            continue
+        # The one rule of which NVIDIA functions are GPUs: the health program's (gpu_probe).
+        kind = nvidia_pci_kind(fields[1], fields[2])
+        if kind is None:
             continue
         pci_class = fields[2].lower()
-        kind = 'other'
-        if pci_class[:6] in GPU_CLASSES:
-            kind = 'gpu'
-        elif pci_class[:6] == NVSWITCH_CLASS:
-            kind = 'nvswitch'
         try:
             device_id = int(fields[3], 16)
         except ValueError:
@@ -201,6 +197,14 @@ def _ids(devices):
     return ', '.join('%s (0x%04x)' % (d['address'], d['device']) for d in devices)
 
 
+def _flavour_only(distribution, source, branch, flavour):
+    """Packages a source installs only for one kernel module flavour (what the other one replaces)."""
+    mine = nvidia_packages.driver_package_names(distribution, source, branch, flavour)['packages']
+    theirs = nvidia_packages.driver_package_names(
+        distribution, source, branch, 'open' if flavour == 'proprietary' else 'proprietary')['packages']
+    return [n for n in mine if n not in theirs]
+
+
 def _apt_pin(names, version):
     return ['%s=%s-*' % (n, version) for n in names]
 
@@ -237,73 +241,45 @@ def nvidia_driver_plan(version, source, distribution, major, module_type, headle
         plan.update({'manager': 'runfile', 'install': [], 'hold': []})
         return plan
 
-    if distribution == 'Debian' and source == 'distro':
-        kmod = 'nvidia-open-kernel-dkms' if is_open else 'nvidia-kernel-dkms'
-        other = 'nvidia-kernel-dkms' if is_open else 'nvidia-open-kernel-dkms'
-        names = [kmod, 'nvidia-smi', 'libcuda1', 'libnvidia-ml1']
-        if not headless:
-            names.insert(0, 'nvidia-driver')
-        if fabricmanager:
-            _fail('Debian does not package NVIDIA Fabric Manager: use nvidia_driver_source=cuda_repo on '
-                  'NVSwitch systems, or set nvidia_driver_fabricmanager=false if this node has no NVSwitch')
-        plan.update({
-            'packages': names + ['nvidia-persistenced'],
-            # nvidia-persistenced is its own upstream project in Debian (535.171.04 in bookworm).
-            'unpinned': ['nvidia-persistenced'],
-            'carrier': 'nvidia-smi',
-            'obsolete_re': '^%s$' % re.escape(other),
-        })
-    elif distribution == 'Ubuntu' and source == 'distro':
-        suffix = '-server-open' if is_open else '-server'
-        other = '-server' if is_open else '-server-open'
-        meta = ('nvidia-headless-%d%s' if headless else 'nvidia-driver-%d%s') % (branch, suffix)
-        names = [meta, 'nvidia-utils-%d-server' % branch, 'nvidia-compute-utils-%d-server' % branch]
-        if fabricmanager:
-            names += ['nvidia-fabricmanager-%d' % branch, 'libnvidia-nscq-%d' % branch]
-        plan.update({
-            'packages': names,
-            'carrier': 'nvidia-utils-%d-server' % branch,
-            # Other branches of the same family, and the other kernel module flavour of this branch.
-            'obsolete_re': r'^(lib)?nvidia-[a-z0-9-]+-(?!%d(-|$))[0-9]{3}(-server)?(-open)?$|'
-                           r'^nvidia-(dkms|kernel-source|headless|driver|headless-no-dkms)-%d%s$' % (branch, branch, other),
-        })
-    elif distribution in ('Debian', 'Ubuntu') and source == 'cuda_repo':
-        if branch >= 590:
-            _fail('driver branch %d drops branch names from the CUDA repository packages; '
-                  'set nvidia_driver_packages explicitly' % branch)
-        meta = ('nvidia-open-%d' % branch) if is_open else ('cuda-drivers-%d' % branch)
-        names = [meta, 'nvidia-persistenced']
-        if fabricmanager:
-            if branch >= 580:
-                names += ['nvidia-fabricmanager', 'libnvidia-nscq']
-            else:
-                names += ['nvidia-fabricmanager-%d' % branch, 'libnvidia-nscq-%d' % branch]
-        plan.update({
-            'packages': names,
-            'carrier': meta,
-            'obsolete_re': r'^(cuda-drivers|nvidia-open|nvidia-fabricmanager|libnvidia-nscq)-(?!%d$)[0-9]{3}$|^%s$'
-                           % (branch, re.escape(('cuda-drivers-%d' if is_open else 'nvidia-open-%d') % branch)),
-        })
-    elif distribution == 'RedHat' and source == 'cuda_repo':
-        if major not in ('8', '9'):
-            _fail('the CUDA repository path supports RHEL/Rocky 8 and 9 (got %s)' % major)
-        kmod = 'kmod-nvidia-open-dkms' if is_open else 'kmod-nvidia-latest-dkms'
-        names = ['nvidia-driver', 'nvidia-driver-cuda', 'nvidia-driver-libs', kmod, 'nvidia-persistenced']
-        if fabricmanager:
-            names += ['nvidia-fabric-manager', 'libnvidia-nscq-%d' % branch]
-        plan.update({
-            'manager': 'dnf',
-            'packages': names,
-            'carrier': 'nvidia-driver',
-            'module_stream': 'nvidia-driver:%d-%s' % (branch, 'open' if is_open else 'dkms'),
-            'obsolete_re': '^%s$' % ('kmod-nvidia-latest-dkms' if is_open else 'kmod-nvidia-open-dkms'),
-            'fabricmanager_service': 'nvidia-fabricmanager',
-        })
-    elif distribution == 'RedHat':
+    if distribution == 'RedHat' and source == 'distro':
         _fail("nvidia_driver_source 'distro' is not available on RHEL/Rocky (no driver in the base "
               "repositories): use 'cuda_repo' or 'runfile'")
-    else:
+    if distribution == 'RedHat' and major not in ('8', '9'):
+        _fail('the CUDA repository path supports RHEL/Rocky 8 and 9 (got %s)' % major)
+    try:
+        names = nvidia_packages.driver_package_names(distribution, source, branch, module_type,
+                                                     headless=headless, fabricmanager=fabricmanager)
+    except nvidia_packages.PackageTableError:
         _fail("nvidia_driver_source '%s' is not supported on %s %s" % (source, distribution, major))
+    if names['last_branch'] is not None and branch > names['last_branch']:
+        _fail('driver branch %d drops branch names from the CUDA repository packages; '
+              'set nvidia_driver_packages explicitly' % branch)
+    if fabricmanager and not names['fabricmanager']:
+        _fail('%s does not package NVIDIA Fabric Manager: use nvidia_driver_source=cuda_repo on '
+              'NVSwitch systems, or set nvidia_driver_fabricmanager=false if this node has no NVSwitch'
+              % distribution)
+    other = 'proprietary' if is_open else 'open'
+    plan.update({
+        'manager': names['manager'],
+        'packages': names['packages'],
+        'unpinned': names['unpinned'],
+        'carrier': names['carrier'],
+    })
+    if distribution == 'Debian' and source == 'distro':
+        plan['obsolete_re'] = '^%s$' % '|'.join(re.escape(n) for n in _flavour_only(distribution, source, branch, other))
+    elif distribution == 'Ubuntu' and source == 'distro':
+        # Other branches of the same family, and the other kernel module flavour of this branch.
+        plan['obsolete_re'] = (r'^(lib)?nvidia-[a-z0-9-]+-(?!%d(-|$))[0-9]{3}(-server)?(-open)?$|'
+                               r'^nvidia-(dkms|kernel-source|headless|driver|headless-no-dkms)-%d%s$'
+                               % (branch, branch, '-server-open' if other == 'open' else '-server'))
+    elif source == 'cuda_repo' and names['manager'] == 'apt':
+        plan['obsolete_re'] = (r'^(cuda-drivers|nvidia-open|nvidia-fabricmanager|libnvidia-nscq)-(?!%d$)[0-9]{3}$|^%s$'
+                               % (branch, '|'.join(re.escape(n) for n in _flavour_only(distribution, source, branch, other))))
+    else:
+        plan.update({
+            'module_stream': 'nvidia-driver:%d-%s' % (branch, 'open' if is_open else 'dkms'),
+            'obsolete_re': '^%s$' % '|'.join(re.escape(n) for n in _flavour_only(distribution, source, branch, other)),
+        })
 
     if packages_override:
         if not isinstance(packages_override, (list, tuple)) or not all(
@@ -441,17 +417,18 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
         if cudnn:
             _fail("cuda_toolkit_cudnn_version cannot be pinned with cuda_toolkit_source 'distro' "
                   "(Debian's nvidia-cudnn downloads cuDNN at install time); use 'cuda_repo' or leave it empty")
-        install.append('nvidia-cuda-toolkit=%s.*' % default_info['short'] if default_info['patch'] is None
-                       else 'nvidia-cuda-toolkit=%s.*~%s.%d-*' % (default_info['short'], default_info['short'], default_info['patch']))
-        hold.append('nvidia-cuda-toolkit')
+        distro_name = nvidia_packages.CUDA_TOOLKIT_PACKAGES['distro']
+        install.append('%s=%s.*' % (distro_name, default_info['short']) if default_info['patch'] is None
+                       else '%s=%s.*~%s.%d-*' % (distro_name, default_info['short'], default_info['short'], default_info['patch']))
+        hold.append(distro_name)
         if nccl:
-            install += ['libnccl2=%s*' % nccl, 'libnccl-dev=%s*' % nccl]
-            hold += ['libnccl2', 'libnccl-dev']
+            install += ['%s=%s*' % (n, nccl) for n in nvidia_packages.NCCL_PACKAGES['apt']]
+            hold += list(nvidia_packages.NCCL_PACKAGES['apt'])
         return {'install': install, 'hold': hold, 'prefix': '/usr', 'prefixes': ['/usr'], 'manager': 'apt'}
     if source != 'cuda_repo':
         _fail("cuda_toolkit_source '%s' is not 'cuda_repo' or 'distro'" % (source,))
     for info in infos:
-        name = 'cuda-toolkit-%s' % info['dashed']
+        name = nvidia_packages.CUDA_TOOLKIT_PACKAGES['cuda_repo'].format(cuda_major=info['major'], cuda_minor=info['minor'])
         if info['patch'] is None:
             install.append(name)
             hold.append(name)
@@ -464,13 +441,9 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
         cudnn_major = str(cudnn).split('.', 1)[0]
         if not re.match(r'^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+-[0-9]+(\+cuda[0-9]+\.[0-9]+)?\Z', str(cudnn)):
             _fail("cuda_toolkit_cudnn_version '%s' is malformed: expected the package version such as 9.1.0.70-1" % (cudnn,))
-        if cudnn_major == '8':
-            names = ['libcudnn8', 'libcudnn8-devel' if dnf else 'libcudnn8-dev']
-            if '+cuda%d.' % major not in str(cudnn):
-                _fail("cuda_toolkit_cudnn_version '%s' (cuDNN 8) must name a build for CUDA %d, such as 8.9.7.29-1+cuda12.2" % (cudnn, major))
-        else:
-            names = ['libcudnn%s-cuda-%d' % (cudnn_major, major), 'libcudnn%s-devel-cuda-%d' % (cudnn_major, major) if dnf
-                     else 'libcudnn%s-dev-cuda-%d' % (cudnn_major, major)]
+        if cudnn_major == '8' and '+cuda%d.' % major not in str(cudnn):
+            _fail("cuda_toolkit_cudnn_version '%s' (cuDNN 8) must name a build for CUDA %d, such as 8.9.7.29-1+cuda12.2" % (cudnn, major))
+        names = nvidia_packages.cudnn_package_names('dnf' if dnf else 'apt', cudnn_major, major)
         install += [('%s-%s' if dnf else '%s=%s') % (n, cudnn) for n in names]
         hold += [('%s-%s' % (n, cudnn)) if dnf else n for n in names]
     if nccl:
@@ -479,7 +452,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
             _fail("cuda_toolkit_nccl_version '%s' is malformed: expected the package version such as 2.21.5-1+cuda12.4" % (nccl,))
         if int(match.group(1)) != major:
             _fail("cuda_toolkit_nccl_version '%s' is built for CUDA %s, the default toolkit is CUDA %d" % (nccl, match.group(1), major))
-        names = ['libnccl', 'libnccl-devel'] if dnf else ['libnccl2', 'libnccl-dev']
+        names = nvidia_packages.NCCL_PACKAGES['dnf' if dnf else 'apt']
         install += [('%s-%s' if dnf else '%s=%s') % (n, nccl) for n in names]
         hold += [('%s-%s' % (n, nccl)) if dnf else n for n in names]
     return {

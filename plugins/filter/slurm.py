@@ -1,8 +1,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Decision code of the slurm role.
 
-Pure functions over strings, lists and dicts: the node's own ``slurmd -C`` report, GPU facts
-(``gpucluster.core.gpu_facts``) turned into GRES types and device files, the NodeName /
+Pure functions over strings, lists and dicts: each node's DECLARED shape (GPU count and type,
+memory) checked against its live facts (``slurmd -C``, ``gpucluster.core.gpu_facts``), the
+definitions kept from the current files for nodes that cannot be read, the NodeName /
 PartitionName / gres.conf lines, the cross-host validation that runs before any file changes,
 and whether a configuration change can be applied with ``scontrol reconfigure`` or needs the
 ordered restart.
@@ -191,8 +192,299 @@ def node_gres(gpu, type_override=None, type_map=None, cores=None):
     return [groups[k] for k in order]
 
 
+def _declared(value):
+    """None for an unset shape variable (None, '' or omitted), the value otherwise."""
+    return None if value is None or value == '' else value
+
+
+def real_memory(memory_mib, reserve_mib=1024, reserve_percent=0, round_mib=1024):
+    """RealMemory for a node with ``memory_mib`` MiB: what is left after the system's share, rounded down.
+
+    The share is ``reserve_percent`` of the memory, at least ``reserve_mib``; the rest is rounded down to
+    a multiple of ``round_mib`` so that a few MiB more or less (firmware, kernel) do not change slurm.conf.
+    """
+    memory = _whole(memory_mib, 'slurm_node_memory_mib')
+    reserve_mib = _whole(reserve_mib, 'slurm_real_memory_reserve_mib')
+    percent = _whole(reserve_percent, 'slurm_real_memory_reserve_percent')
+    step = _whole(round_mib, 'slurm_real_memory_round_mib')
+    if percent > 90:
+        _fail('slurm_real_memory_reserve_percent: %d is not accepted: 0 to 90' % percent)
+    if step < 1:
+        _fail('slurm_real_memory_round_mib: %d is not accepted: 1 or more MiB' % step)
+    reserve = max(reserve_mib, -(-memory * percent // 100))
+    value = (memory - reserve) // step * step
+    if value < 1:
+        _fail('slurm_real_memory_reserve_mib/slurm_real_memory_reserve_percent/slurm_real_memory_round_mib: '
+              'reserving %d MiB of %d MiB and rounding to %d MiB leaves no memory for jobs'
+              % (reserve, memory, step))
+    return value
+
+
+def expand_files(spec):
+    """'/dev/nvidia[0-1,3]' -> ['/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia3'] (the reverse of compress_files)."""
+    out = []
+    for part in re.findall(r'[^,\[]+(?:\[[^\]]*\])?', spec or ''):
+        m = re.match(r'^(.*)\[([0-9,-]+)\]$', part)
+        if not m:
+            out.append(part)
+            continue
+        for chunk in m.group(2).split(','):
+            first, _sep, last = chunk.partition('-')
+            if not first.isdigit() or (last and not last.isdigit()):
+                _fail('slurm: cannot read the device range %r of gres.conf' % part)
+            for n in range(int(first), int(last or first) + 1):
+                out.append('%s%d' % (m.group(1), n))
+    return out
+
+
+def _words(line):
+    fields = {}
+    for word in line.split():
+        key, sep, value = word.partition('=')
+        if sep:
+            fields[key.lower()] = value
+    return fields
+
+
+def kept_nodes(conf_text, gres_text):
+    """The node records the current slurm.conf and gres.conf describe: {node name: record}.
+
+    A node that cannot be read this run (unreachable, or no ``slurmd -C`` yet) keeps these definitions,
+    and a node without a declared shape keeps what was derived when it joined.
+    """
+    nodes = {}
+    for raw in (conf_text or '').splitlines():
+        line = raw.split('#', 1)[0].strip()
+        if not line.lower().startswith('nodename='):
+            continue
+        f = _words(line)
+        try:
+            record = {
+                'name': f['nodename'],
+                'addr': f.get('nodeaddr', ''),
+                'cpus': int(f['cpus']),
+                'boards': int(f.get('boards', 1)),
+                'sockets_per_board': int(f.get('socketsperboard', f.get('sockets', 1))),
+                'cores_per_socket': int(f.get('corespersocket', 1)),
+                'threads_per_core': int(f.get('threadspercore', 1)),
+                'real_memory': int(f.get('realmemory', 1)),
+                'mem_spec_limit': int(f.get('memspeclimit', 0)),
+                'features': [x for x in f.get('feature', '').split(',') if x],
+                'weight': int(f['weight']) if 'weight' in f else None,
+                'gres': [],
+            }
+        except (KeyError, ValueError):
+            # Not a line this role wrote (node ranges, DEFAULT): it is not kept.
+            continue
+        if NAME_RE.match(record['name']) and record['name'].lower() != 'default':
+            nodes[record['name']] = record
+    groups = {}
+    for raw in (gres_text or '').splitlines():
+        line = raw.split('#', 1)[0].strip()
+        f = _words(line)
+        if f.get('nodename') not in nodes or f.get('name') != 'gpu' or not f.get('file'):
+            continue
+        key = (f['nodename'], f.get('type', ''))
+        if key not in groups:
+            groups[key] = {'type': f.get('type', ''), 'count': 0, 'files': [], 'minors': [], 'cores': []}
+            nodes[f['nodename']]['gres'].append(groups[key])
+        group = groups[key]
+        files = expand_files(f['file'])
+        group['files'] += files
+        group['minors'] += [int(x[len('/dev/nvidia'):]) for x in files if x[len('/dev/nvidia'):].isdigit()]
+        group['count'] += len(files)
+        group['cores'] += [f.get('cores')] * len(files)
+    for group in groups.values():
+        if any(c is None for c in group['cores']):
+            group['cores'] = []
+    return nodes
+
+
+def _gres_count(gres):
+    return sum(g['count'] for g in gres or [])
+
+
+def cluster_nodes(compute, kept=None):
+    """The nodes slurm.conf describes this run, and what the run reports about them.
+
+    compute: {inventory host: {'name': node name, 'live': bool, 'plan': node_plan result or None}} for every
+    compute host of the inventory (retired ones left out); kept: kept_nodes of the current files.
+    A live host with a plan uses it; any other host keeps its current definition; a host with neither is
+    left out. Returns {'nodes': [record], 'names': {host: node name}, 'absent': [hosts left out],
+    'unreachable': [hosts not live], 'kept': [node names kept for them], 'problems': {node name: [problem]}
+    (live, described nodes only), 'notes': [text]}.
+    """
+    kept = kept or {}
+    out = {'nodes': [], 'names': {}, 'absent': [], 'unreachable': [], 'kept': [], 'problems': {}, 'notes': []}
+    for host in sorted(compute or {}):
+        info = compute[host] or {}
+        name = str(info.get('name') or host)
+        plan = info.get('plan') if info.get('live') else None
+        if not info.get('live'):
+            out['unreachable'].append(host)
+        node = None
+        if plan:
+            node = plan.get('node')
+            out['notes'] += plan.get('notes') or []
+            if node is not None:
+                out['problems'][node['name']] = list(plan.get('problems') or [])
+        if node is None and name in kept:
+            node = kept[name]
+            if not info.get('live'):
+                out['kept'].append(name)
+                out['notes'].append('%s (%s): not reachable this run, its definition is kept' % (name, host))
+        if node is None:
+            out['absent'].append(host)
+            if not plan:
+                out['notes'].append('%s (%s): no definition yet and no facts this run; left out of slurm.conf'
+                                    % (name, host))
+            continue
+        out['nodes'].append(node)
+        out['names'][host] = node['name']
+    out['nodes'].sort(key=lambda n: n['name'])
+    return out
+
+
+def _health_summary(gpu):
+    issues = [i for i in (gpu.get('health') or {}).get('issues') or [] if i.get('severity') == 'critical']
+    words = []
+    for issue in issues[:3]:
+        where = '' if issue.get('gpu') is None else 'GPU %s: ' % issue.get('gpu')
+        words.append(where + str(issue.get('message') or issue.get('check') or 'critical'))
+    return '; '.join(words) or 'critical'
+
+
+def node_plan(report, gpu=None, settings=None, previous=None):
+    """One node's Slurm description: the DECLARED shape, with the live facts as checks.
+
+    report: ``slurmd -C`` text (or parsed) of this run, or None/'' when it cannot be read (check mode
+    before slurmd is installed). gpu: ``gpu_facts`` (None/{} when not gathered). previous: this node's
+    record from the current files (kept_nodes), or None.
+    settings: name, addr, gpus (slurm_node_gpus), gpu_type, gpu_type_map, gpu_cores, memory_mib
+    (slurm_node_memory_mib), real_memory (slurm_node_real_memory), reserve_mib, reserve_percent,
+    round_mib, mem_spec_limit, features, weight.
+
+    Returns {'node': record or None, 'problems': [...], 'notes': [...]}. Problems are facts that
+    disagree with the definition (the node keeps the definition and is drained); notes say where a
+    value came from when it was not declared. ``node`` is None only when nothing describes the node yet.
+    """
+    s = settings or {}
+    name = s.get('name') or (previous or {}).get('name')
+    if not name or not NAME_RE.match(str(name)):
+        _fail('slurm_node_name: %r is not a Slurm node name (letters, digits, "_", "." or "-")' % (name,))
+    name = str(name)
+    if isinstance(report, str):
+        report = parse_node_report(report) if report.strip() else None
+    gathered = isinstance(gpu, dict) and 'devices' in gpu
+    problems = []
+    notes = []
+
+    if report:
+        topo = report
+    elif previous:
+        topo = previous
+        notes.append('%s: no slurmd -C report this run, CPU layout kept from the current slurm.conf' % name)
+    else:
+        return {'node': None, 'problems': [], 'notes': [
+            '%s: not described yet (no slurmd -C report: slurmd is not installed, and no current slurm.conf '
+            'entry); the next run without --check writes it' % name]}
+
+    # Memory: slurm_node_real_memory, else from slurm_node_memory_mib, else kept, else derived once.
+    mem_spec = _whole(s.get('mem_spec_limit') or 0, 'slurm_mem_spec_limit_mib')
+    reserve = (s.get('reserve_mib', 1024), s.get('reserve_percent', 0), s.get('round_mib', 1024))
+    if _declared(s.get('real_memory')) not in (None, 0):
+        memory = _whole(s.get('real_memory'), 'slurm_node_real_memory')
+    elif _declared(s.get('memory_mib')) not in (None, 0):
+        memory = real_memory(s.get('memory_mib'), *reserve)
+    elif previous:
+        memory = int(previous['real_memory'])
+        notes.append('%s: RealMemory=%d kept from the current slurm.conf (declare slurm_node_memory_mib to set it)'
+                     % (name, memory))
+    else:
+        memory = real_memory(report['real_memory'], *reserve)
+        notes.append('%s: RealMemory=%d derived once from slurmd -C (%d MiB); declare slurm_node_memory_mib to '
+                     'pin it' % (name, memory, report['real_memory']))
+    if mem_spec >= memory:
+        _fail('slurm_mem_spec_limit_mib: %d MiB is not accepted for %s: less than its RealMemory (%d MiB)'
+              % (mem_spec, name, memory))
+    if report and int(report['real_memory']) < memory:
+        problems.append('RealMemory=%d MiB but slurmd -C reports %d MiB' % (memory, int(report['real_memory'])))
+
+    # GPUs: declared count and type, device files from healthy facts that agree, else kept, else 0..N-1.
+    type_map = s.get('gpu_type_map') or {}
+    cores = s.get('gpu_cores') or {}
+    critical = gathered and (gpu.get('health') or {}).get('status') == 'critical'
+    live = node_gres(gpu, None, type_map, cores) if gathered else []
+    live_count = _gres_count(live)
+    if critical:
+        problems.append('GPU health critical: %s' % _health_summary(gpu))
+    declared = _declared(s.get('gpus'))
+    if declared is not None:
+        count = _whole(declared, 'slurm_node_gpus')
+        gtype = s.get('gpu_type')
+        if count and (not isinstance(gtype, str) or not GRES_TYPE_RE.match(gtype)):
+            _fail('slurm_gpu_type: %r is not accepted for %s with slurm_node_gpus=%d: the GRES type of its GPUs, '
+                  'one word of letters, digits, "_", "." or "-", for example rtx_a5000' % (gtype, name, count))
+        gres = []
+        if count:
+            kept = list((previous or {}).get('gres') or [])
+            if live and live_count == count and not critical:
+                source = live
+            elif kept and _gres_count(kept) == count:
+                source = kept
+            else:
+                source = [{'files': ['/dev/nvidia%d' % i for i in range(count)], 'cores': []}]
+            files = [f for g in source for f in g['files']]
+            group_cores = [c for g in source for c in (g.get('cores') or [None] * len(g['files']))]
+            gres = [{'type': gtype, 'count': count, 'files': files,
+                     'minors': [int(f[len('/dev/nvidia'):]) for f in files],
+                     'cores': [] if any(c is None for c in group_cores) else group_cores}]
+        if gathered and live_count != count:
+            problems.append('slurm_node_gpus=%d but nvidia-smi reports %d GPU%s'
+                            % (count, live_count, '' if live_count == 1 else 's'))
+        elif gathered and count:
+            mapped = set(type_map[d.get('name')] for d in gpu.get('devices') or [] if d.get('name') in type_map)
+            if mapped and mapped != set([gtype]):
+                problems.append('slurm_gpu_type=%s but slurm_gpu_type_map names the GPUs %s'
+                                % (gtype, ','.join(sorted(mapped))))
+    elif previous is not None:
+        gres = previous.get('gres') or []
+        if gres:
+            notes.append('%s: GPUs (%s) kept from the current gres.conf; declare slurm_node_gpus and slurm_gpu_type'
+                         % (name, ','.join('%s:%d' % (g['type'], g['count']) for g in gres)))
+        if gathered and live_count != _gres_count(gres):
+            problems.append('slurm.conf has %d GPUs but nvidia-smi reports %d' % (_gres_count(gres), live_count))
+    elif critical:
+        return {'node': None, 'problems': problems, 'notes': [
+            '%s: left out of slurm.conf: no shape is declared and its GPU facts are critical, so its GPUs cannot '
+            'be derived; declare slurm_node_gpus and slurm_gpu_type' % name]}
+    else:
+        gres = node_gres(gpu, s.get('gpu_type') or None, type_map, cores) if gathered else []
+        if gres:
+            notes.append('%s: GPUs (%s) derived once from gpu_facts; declare slurm_node_gpus and slurm_gpu_type'
+                         % (name, ','.join('%s:%d' % (g['type'], g['count']) for g in gres)))
+
+    record = {
+        'name': name,
+        'addr': s.get('addr') or '',
+        'cpus': int(topo['cpus']),
+        'boards': int(topo['boards']),
+        'sockets_per_board': int(topo['sockets_per_board']),
+        'cores_per_socket': int(topo['cores_per_socket']),
+        'threads_per_core': int(topo['threads_per_core']),
+        'real_memory': memory,
+        'mem_spec_limit': mem_spec,
+        'gres': gres,
+        'features': _features(s.get('features')),
+        'weight': None if s.get('weight') in (None, '') else _whole(s.get('weight'), 'slurm node weight'),
+    }
+    return {'node': record, 'problems': problems, 'notes': notes}
+
+
 def node_record(report, gpu=None, overrides=None):
-    """One node's Slurm description from its ``slurmd -C`` report, GPU facts and host overrides.
+    """One node's Slurm description from its live ``slurmd -C`` report and GPU facts alone (what the node
+    says it is). The role describes nodes with node_plan (declared shape, facts as checks); this stays
+    for playbooks that want a node's live description, for example to write its shape into the inventory.
 
     overrides: name, addr, real_memory (MiB, wins), memory_reserve_mib, gpu_type, gpu_type_map,
     gpu_cores, features (list), weight.
@@ -235,8 +527,9 @@ def node_record(report, gpu=None, overrides=None):
 
 def _whole(value, name):
     """A whole number (int, or digits as text) or an AnsibleFilterError naming the variable."""
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
-        _fail('%s: %r is not a whole number' % (name, value))
+    if isinstance(value, bool) or not ((isinstance(value, int) and value >= 0)
+                                       or (isinstance(value, str) and value.strip().isdigit())):
+        _fail('%s: %r is not a whole number (0 or more)' % (name, value))
     return int(value)
 
 
@@ -264,6 +557,8 @@ def node_line(node):
         'ThreadsPerCore=%d' % node['threads_per_core'],
         'RealMemory=%d' % node['real_memory'],
     ]
+    if node.get('mem_spec_limit'):
+        words.append('MemSpecLimit=%d' % int(node['mem_spec_limit']))
     if node.get('gres'):
         words.append('Gres=' + ','.join('gpu:%s:%d' % (g['type'], g['count']) for g in node['gres']))
     if node.get('features'):
@@ -279,6 +574,73 @@ def default_mem_per_cpu(nodes):
     memory gets its share instead of the whole node (which would block every other job there)."""
     shares = [int(n['real_memory']) // max(int(n['cpus']), 1) for n in nodes or []]
     return max(min(shares), 1) if shares else 1
+
+
+def default_per_gpu(nodes):
+    """DefCpuPerGPU and DefMemPerGPU: the smallest CPU and memory share per GPU of any GPU node, so that a
+    GPU job that asks for neither gets a share it can have on every node (memory net of MemSpecLimit).
+    {'cpus': 0, 'memory': 0} when no node has GPUs."""
+    cpus = []
+    memory = []
+    for n in nodes or []:
+        gpus = _gres_count(n.get('gres'))
+        if gpus:
+            cpus.append(int(n['cpus']) // gpus)
+            memory.append((int(n['real_memory']) - int(n.get('mem_spec_limit') or 0)) // gpus)
+    if not cpus:
+        return {'cpus': 0, 'memory': 0}
+    return {'cpus': max(min(cpus), 1), 'memory': max(min(memory), 1)}
+
+
+def _reason(text):
+    """A drain reason scontrol takes as one argument and sinfo shows whole."""
+    text = re.sub(r'[^A-Za-z0-9 _.,:;=/+()<>-]+', ' ', text)
+    return ' '.join(text.split())[:200]
+
+
+def shape_drain_plan(sinfo_lines, problems, prefix='gpucluster-shape'):
+    """What the controller does about nodes whose facts disagree with their definition.
+
+    sinfo_lines: ``sinfo --noheader --Node --format=%N|%T|%E`` lines; problems: {node name: [problem]} for
+    every node checked this run (an empty list: the node agrees). Returns {'drain': [{'node', 'reason'}],
+    'resume': [node]}: drain a node with problems unless it is already drained for another reason (that
+    reason stays); update the reason of a node this role drained; resume a node this role drained once
+    its facts agree again. Nodes not checked this run (unreachable) are left alone.
+    """
+    state = {}
+    for line in sinfo_lines or []:
+        parts = line.split('|', 2)
+        if len(parts) == 3:
+            state.setdefault(parts[0].strip(), (parts[1].strip().lower(), parts[2].strip()))
+    drain = []
+    resume = []
+    mark = prefix + ':'
+    for node in sorted(problems or {}):
+        if node not in state:
+            continue
+        node_state, current = state[node]
+        drained = node_state.startswith('drain')
+        ours = current.startswith(mark)
+        if problems[node]:
+            reason = _reason('%s %s' % (mark, '; '.join(problems[node])))
+            if (not drained) or (ours and current != reason):
+                drain.append({'node': node, 'reason': reason})
+        elif drained and ours:
+            resume.append(node)
+    return {'drain': drain, 'resume': resume}
+
+
+def nodes_not_ready(sinfo_lines, expected):
+    """The expected node names that sinfo (``--noheader --Node --format=%N %T``) does not show as a
+    responding node in a usable state (down, unknown, invalid, future, not responding, or a state
+    with a * ~ # ! % ^ - suffix). A drained node counts as ready: it answers."""
+    seen = {}
+    for line in sinfo_lines or []:
+        words = line.split()
+        if len(words) >= 2:
+            seen.setdefault(words[0], words[-1].lower())
+    bad = re.compile(r'([*~#!%^-]$|^down|^unk|^inval|^fut|^not_resp)')
+    return sorted(n for n in set(expected or []) if n not in seen or bad.search(seen[n]))
 
 
 def gres_lines(nodes):
@@ -312,24 +674,32 @@ def _resolve(entry, by_host, by_name):
     return None
 
 
-def partition_lines(partitions, nodes):
-    """PartitionName lines. ``nodes`` maps inventory hostname -> Slurm node name."""
+def partition_lines(partitions, nodes, absent=None):
+    """PartitionName lines. ``nodes`` maps inventory hostname -> Slurm node name of every node in
+    slurm.conf; ``absent`` lists hosts or node names that are not (retired, or never described), which
+    a partition's list drops. A partition left without nodes is not written (Slurm refuses it)."""
     by_name = set(nodes.values())
+    absent = set(absent or [])
     lines = []
     for p in partitions:
+        pname = p['name']
         members = p.get('nodes')
         if members in (None, 'ALL', ['ALL']):
             names = sorted(by_name)
         else:
             names = []
             for entry in members:
+                if entry in absent and entry not in nodes and entry not in by_name:
+                    continue
                 name = _resolve(entry, nodes, by_name)
                 if name is None:
                     _fail('slurm_partitions: partition %s names %r, which is neither a host of the compute '
                           'group nor a Slurm node name' % (p.get('name'), entry))
                 if name not in names:
                     names.append(name)
-        words = ['PartitionName=%s' % p['name'], 'Nodes=%s' % ','.join(names)]
+        if not names:
+            continue
+        words = ['PartitionName=%s' % pname, 'Nodes=%s' % ','.join(names)]
         words.append('Default=%s' % ('YES' if p.get('default') else 'NO'))
         words.append('MaxTime=%s' % p.get('max_time', 'INFINITE'))
         words.append('State=%s' % p.get('state', 'UP'))
@@ -339,13 +709,44 @@ def partition_lines(partitions, nodes):
     return lines
 
 
+def _is_whole(value, minimum=0):
+    """An int, or digits as text (``-e slurm_node_gpus=8`` arrives as text), of at least ``minimum``."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _shape_errors(host, info):
+    """Bad declared shape values of one compute host (values are checked, live facts are not)."""
+    errors = []
+    for key, var, minimum, what in (
+            ('real_memory', 'slurm_node_real_memory', 1, 'a whole number of MiB (0 or unset: derived)'),
+            ('memory_mib', 'slurm_node_memory_mib', 1, 'a whole number of MiB, the memory the node reports '
+                                                       '(0 or unset: derived once)'),
+            ('mem_spec_limit', 'slurm_mem_spec_limit_mib', 0, 'a whole number of MiB, 0 or more')):
+        value = info.get(key)
+        if value in (None, '') or (value == 0 and minimum == 1):
+            continue
+        if not _is_whole(value, minimum):
+            errors.append('%s: %s has %r; %s' % (var, host, value, what))
+    gpus = info.get('gpus')
+    if gpus not in (None, ''):
+        if not _is_whole(gpus, 0):
+            errors.append('slurm_node_gpus: %s has %r; the number of GPUs the node has, a whole number (1 or more; '
+                          '0 for a node without GPUs)' % (host, gpus))
+        elif int(gpus) > 0 and info.get('gpu_type') in (None, ''):
+            errors.append('slurm_gpu_type: %s declares slurm_node_gpus=%d without a GRES type; set slurm_gpu_type '
+                          '(for example rtx_a5000)' % (host, int(gpus)))
+    return errors
+
+
 def validate(spec):
     """Everything wrong with the cluster description, as readable messages (empty when fine).
 
     spec keys:
       controller: the host named as controller; inventory: all inventory hostnames;
       controllers: hosts of the controller group; compute: {inventory host: {node_name,
-      memtotal_mib, real_memory, gpu_type}}; partitions: list; conf_extra: dict.
+      real_memory, gpu_type, gpus, memory_mib, mem_spec_limit}}; partitions: list; conf_extra: dict.
     """
     errors = []
     inventory = set(spec.get('inventory') or [])
@@ -382,14 +783,7 @@ def validate(spec):
         if gtype not in (None, '') and (not isinstance(gtype, str) or not GRES_TYPE_RE.match(gtype)):
             errors.append('slurm_gpu_type: %s has %r; a GRES type is one word of letters, digits, "_", '
                           '"." or "-" (no spaces), for example rtx_a5000' % (host, gtype))
-        mem = info.get('real_memory')
-        total = info.get('memtotal_mib')
-        if mem not in (None, '', 0):
-            if not isinstance(mem, int) or isinstance(mem, bool) or mem < 1:
-                errors.append('slurm_node_real_memory: %s has %r; use a whole number of MiB' % (host, mem))
-            elif total and mem > int(total):
-                errors.append('slurm_node_real_memory: %s has %d MiB but the host has %d MiB'
-                              % (host, mem, int(total)))
+        errors += _shape_errors(host, info)
     by_host = dict((h, (compute[h] or {}).get('node_name')) for h in compute)
     defaults = []
     seen = set()
@@ -408,7 +802,8 @@ def validate(spec):
                 errors.append('slurm_partitions: partition %s: nodes is a non-empty list of hosts of the '
                               'compute group (or ALL)' % p['name'])
             else:
-                unknown = [m for m in members if _resolve(m, by_host, set(names)) is None]
+                absent = set(spec.get('absent') or [])
+                unknown = [m for m in members if _resolve(m, by_host, set(names)) is None and m not in absent]
                 if unknown:
                     errors.append('slurm_partitions: partition %s names %s, not hosts of the compute group '
                                   '(known: %s)' % (p['name'], ', '.join(map(str, unknown)),
@@ -513,11 +908,23 @@ _EXPECTED = {
     'slurm_node_record': 'a `slurmd -C` report, gpu_facts and host overrides (slurm_node_name, slurm_node_addr, '
                          'slurm_node_real_memory and slurm_real_memory_reserve_mib as whole MiB, slurm_gpu_type, '
                          'slurm_gpu_type_map as a dict, slurm_gpu_cores as a dict, slurm_node_features as a list)',
-    'slurm_node_line': 'a node record from slurm_node_record',
+    'slurm_node_plan': 'a `slurmd -C` report (or empty), gpu_facts, the node settings (slurm_node_name, '
+                       'slurm_node_addr, slurm_node_gpus, slurm_gpu_type, slurm_node_memory_mib, slurm_node_real_memory '
+                       'and the slurm_real_memory_* reserve as whole MiB, slurm_gpu_type_map and slurm_gpu_cores as '
+                       'dicts, slurm_node_features as a list) and the current record (or none)',
+    'slurm_real_memory': 'the node memory, slurm_real_memory_reserve_mib, slurm_real_memory_reserve_percent and '
+                         'slurm_real_memory_round_mib as whole numbers',
+    'slurm_kept_nodes': 'the texts of the current slurm.conf and gres.conf',
+    'slurm_cluster_nodes': 'a dict of compute host to {name, live, plan} and the kept nodes (slurm_kept_nodes)',
+    'slurm_expand_files': 'a gres.conf File= value',
+    'slurm_default_per_gpu': 'a list of node records',
+    'slurm_shape_drain_plan': 'sinfo lines (%N|%T|%E) and a dict of node name to a list of problems',
+    'slurm_nodes_not_ready': 'sinfo lines (%N %T) and a list of node names',
+    'slurm_node_line': 'a node record from slurm_node_plan or slurm_node_record',
     'slurm_gres_lines': 'a list of node records from slurm_node_record',
     'slurm_default_mem_per_cpu': 'a list of node records with whole-number cpus and real_memory',
-    'slurm_partition_lines': 'slurm_partitions as a list of {name, nodes, default, max_time, state, options} '
-                             'and a dict of inventory host to Slurm node name',
+    'slurm_partition_lines': 'slurm_partitions as a list of {name, nodes, default, max_time, state, options}, '
+                             'a dict of inventory host to Slurm node name and a list of absent hosts',
     'slurm_compress_files': 'a list of device file paths',
     'slurm_validate': 'a dict with controller, controllers, inventory, compute (a dict of host to node info), '
                       'partitions (slurm_partitions, a list of dicts) and conf_extra (a dict)',
@@ -533,6 +940,14 @@ class FilterModule(object):
             'slurm_gpu_type': gpu_type,
             'slurm_parse_node_report': parse_node_report,
             'slurm_node_record': node_record,
+            'slurm_node_plan': node_plan,
+            'slurm_real_memory': real_memory,
+            'slurm_kept_nodes': kept_nodes,
+            'slurm_cluster_nodes': cluster_nodes,
+            'slurm_expand_files': expand_files,
+            'slurm_default_per_gpu': default_per_gpu,
+            'slurm_shape_drain_plan': shape_drain_plan,
+            'slurm_nodes_not_ready': nodes_not_ready,
             'slurm_node_line': node_line,
             'slurm_gres_lines': gres_lines,
             'slurm_default_mem_per_cpu': default_mem_per_cpu,

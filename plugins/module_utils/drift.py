@@ -1,8 +1,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Drift computation and report writers for the GPU stack audit.
+"""Drift computation and report renderers for the GPU stack audit.
 
-Pure functions over plain dicts (no Ansible imports): the action plugin ``drift_audit`` and the
-benchmark call them; the unit tests drive them with tables.
+Pure functions over plain dicts (no Ansible imports, no file system): the action plugin
+``drift_audit`` and the benchmark call them; the unit tests drive them with tables. The reports are
+written on the controller by plugins/plugin_utils/drift_reports.py.
 
 A finding is ``{host, component, expected, found, kind, severity}`` (plus ``group`` and a
 readable ``message``); ``kind`` is one of:
@@ -24,9 +25,7 @@ __metaclass__ = type
 import fnmatch
 import json
 import math
-import os
 import re
-import tempfile
 from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions
@@ -329,7 +328,7 @@ def _severity_of(component, severity):
 
 def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=None,
           severity=None, ignore=None, unknown_severity='critical', unknown_reasons=None,
-          raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT, families=None):
+          raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT, families=None, pin_origins=None):
     """Compare every host with its pins and with the majority of its group.
 
     hosts: ordered host names to audit.
@@ -346,6 +345,9 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
         match.
     baseline_if_present: components whose pin is skipped on hosts where they are absent.
     families: host -> package family (``dpkg``, ``rpm``) whose rules order its versions.
+    pin_origins: host -> {component: text} for pins that are not the inventory's own (a role's
+        default): such a pin applies only where the component is installed (a host the role does
+        not manage is not "missing" it), and its findings name the origin.
 
     Returns ``(findings, stats)``: findings sorted by severity, host, component; stats with
     the per-group value distribution of every host with facts (those that missed a pin too),
@@ -357,6 +359,7 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
     groups = groups or {}
     raw = raw or {}
     families = families or {}
+    pin_origins = pin_origins or {}
     unknown_reasons = unknown_reasons or {}
     if not isinstance(ignore, IgnoreRules):
         ignore = IgnoreRules(ignore)
@@ -398,13 +401,14 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
 
         host_raw = raw.get(host) or empty
         family = families.get(host)
+        origins = pin_origins.get(host) or empty
         group_values = distribution.get(group)
         if group_values is None:
             group_values = distribution[group] = {}
         for component in components:
             found = host_facts.get(component)
             pin = pins.get(component)
-            if pin is not None and not (found is None and component in if_present):
+            if pin is not None and not (found is None and (component in if_present or component in origins)):
                 pin = str(pin).strip()
                 raw_found = host_raw.get(component)
                 if not (pin_matches(pin, found, family) or pin_matches(pin, raw_found, family)):
@@ -413,10 +417,13 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
                         'host': host, 'component': component, 'expected': pin,
                         'found': found, 'kind': kind, 'severity': _severity_of(component, severity),
                         'group': group,
-                        'message': '%s %s, pinned %s%s' % (
+                        'message': '%s %s, pinned %s%s%s' % (
                             component, _display(found), pin,
-                            _relation(pin, raw_found or found, family)),
+                            _relation(pin, raw_found or found, family),
+                            ' (%s)' % origins[component] if component in origins else ''),
                     })
+                    if component in origins:
+                        findings[-1]['pin_origin'] = origins[component]
                     missed.setdefault(group, {}).setdefault(component, {}).setdefault(found, []).append(host)
                     continue
             group_values.setdefault(component, {}).setdefault(found, []).append(host)
@@ -582,31 +589,6 @@ def _safe_data(value):
     return value
 
 
-class ReportError(Exception):
-    """Reports that could not be written: ``failures`` maps path -> error text, ``written``
-    the reports that were."""
-
-    def __init__(self, failures, written):
-        self.failures = failures
-        self.written = written
-        super(ReportError, self).__init__('; '.join(
-            'cannot write %s: %s' % (path, error) for path, error in failures.items()))
-
-
-def _write_atomic(path, text):
-    directory = os.path.dirname(path) or '.'
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix='.drift-')
-    try:
-        with os.fdopen(handle, 'w', encoding='utf-8') as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def render_json(summary, findings, stats, baselines_used=None, generated_at=None):
     document = {
         'generated_at': generated_at,
@@ -714,38 +696,3 @@ def render_markdown(summary, findings, stats, max_rows=500, title='GPU stack dri
     else:
         lines.append('No drift: every host matches its pins and its group.')
     return _escape_unsafe('\n'.join(lines), _UNPRINTABLE_TEXT) + '\n'
-
-
-def write_reports(report_dir, hosts, summary, findings, stats, formats=('json', 'junit', 'markdown'),
-                  baselines_used=None, generated_at=None, max_rows=500):
-    """Write the chosen reports into ``report_dir`` (created if needed); returns their paths.
-
-    Each report is written on its own (to a temporary file renamed into place, so a reader never
-    sees half a report); when one or more cannot be written, :class:`ReportError` names every
-    path that failed and why, after the others were written.
-    """
-    written = {}
-    try:
-        if not os.path.isdir(report_dir):
-            os.makedirs(report_dir)
-    except OSError as exc:
-        raise ReportError({report_dir: exc.strerror or str(exc)}, written)
-    renderers = (
-        ('json', 'drift.json', lambda: render_json(summary, findings, stats, baselines_used, generated_at)),
-        ('junit', 'drift.junit.xml', lambda: render_junit(hosts, findings, stats)),
-        ('markdown', 'drift.md', lambda: render_markdown(summary, findings, stats, max_rows)),
-    )
-    failures = {}
-    for name, filename, render in renderers:
-        if name not in formats:
-            continue
-        path = os.path.join(report_dir, filename)
-        try:
-            _write_atomic(path, render())
-        except (OSError, UnicodeError) as exc:
-            failures[path] = getattr(exc, 'strerror', None) or str(exc)
-        else:
-            written[name] = path
-    if failures:
-        raise ReportError(failures, written)
-    return written

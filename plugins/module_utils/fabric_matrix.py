@@ -60,7 +60,7 @@ def round_robin(nodes):
     ring = list(nodes) + ([None] if len(nodes) % 2 else [])
     size = len(ring)
     rounds = []
-    for _ in range(size - 1):
+    for _round in range(size - 1):
         pairs = []
         for i in range(size // 2):
             a, b = ring[i], ring[size - 1 - i]

@@ -20,32 +20,52 @@ STATUS_VALUES = {'ok': 0, 'warning': 1, 'critical': 2, 'unknown': 3}
 
 HW_SLOWDOWN_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown')
 
-DEFAULT_THRESHOLDS = {
-    # Warn when a GPU is this close (deg C) to the slowdown temperature the driver reports.
-    'temperature_margin_c': 5,
-    # Lifetime correctable ECC counts that mark a GPU for attention.
-    'sram_correctable_max': 10000,
-    'dram_correctable_max': 20000000,
+THRESHOLD_SEVERITIES = ('info', 'warning', 'critical', 'ignore')
+# The health thresholds, defined once: name -> (type, default, choices, meaning). The gpu_facts
+# module's argument spec, the health_check role's preflight (filter health_threshold_errors) and the
+# documentation (gpu_facts' DOCUMENTATION, the role's argument_specs, docs/health-checks.md) come
+# from here or are checked against it by tests/unit/plugins/module_utils/test_gpu_thresholds.py.
+THRESHOLDS = (
+    ('temperature_margin_c', 'float', 5, None,
+     'Warn when a GPU is this many degrees C (or fewer) below its slowdown temperature.'),
+    ('sram_correctable_max', 'int', 10000, None,
+     'Lifetime correctable SRAM ECC errors above which a GPU gets a warning.'),
+    ('dram_correctable_max', 'int', 20000000, None,
+     'Lifetime correctable DRAM ECC errors above which a GPU gets a warning.'),
     # Pre-Ampere page retirement: SBE+DBE retired pages at which the board is due for replacement.
-    'retired_pages_max': 60,
+    ('retired_pages_max', 'int', 60, None,
+     'Retired pages (SBE+DBE) at which a pre-Ampere GPU is critical (replace).'),
     # Ampere+ row remapping: uncorrectable remaps beyond which the board is due for RMA.
-    'remapped_rows_uncorrectable_max': 512,
-    # Severity of a PCIe link trained narrower than its maximum.
-    'pcie_width_severity': 'warning',
-    # PCIe generation is judged only at or above this GPU utilisation (idle GPUs downshift).
-    'pcie_gen_load_pct': 50,
-    # Severity of persistence mode off: 'warning', 'info' or 'ignore'.
-    'persistence_mode_severity': 'warning',
-    # Severity of an active HW slowdown / HW thermal / HW power brake clock event reason.
-    'hw_slowdown_severity': 'critical',
-    # Xid codes never reported (for example a site that accepts Xid 94 contained errors).
-    'xid_ignore': [],
-}
-_SEVERITY_OPTIONS = {
-    'pcie_width_severity': ('info', 'warning', 'critical', 'ignore'),
-    'persistence_mode_severity': ('info', 'warning', 'critical', 'ignore'),
-    'hw_slowdown_severity': ('info', 'warning', 'critical', 'ignore'),
-}
+    ('remapped_rows_uncorrectable_max', 'int', 512, None,
+     'Rows remapped after uncorrectable errors above which a GPU is critical.'),
+    ('pcie_width_severity', 'str', 'warning', THRESHOLD_SEVERITIES,
+     'Severity of a PCIe link narrower than its maximum.'),
+    # Idle GPUs downshift their PCIe generation.
+    ('pcie_gen_load_pct', 'int', 50, None,
+     'PCIe generation below maximum is judged only at or above this GPU utilisation.'),
+    ('persistence_mode_severity', 'str', 'warning', THRESHOLD_SEVERITIES,
+     'Severity of persistence mode off.'),
+    ('hw_slowdown_severity', 'str', 'critical', THRESHOLD_SEVERITIES,
+     'Severity of an active HW slowdown, HW thermal slowdown or HW power brake.'),
+    # For example a site that accepts Xid 94 contained errors.
+    ('xid_ignore', 'list', [], None, 'Xid codes that are never reported.'),
+)
+DEFAULT_THRESHOLDS = dict((name, default) for name, _type, default, _choices, _doc in THRESHOLDS)
+_SEVERITY_OPTIONS = dict((name, choices) for name, _type, _default, choices, _doc in THRESHOLDS if choices)
+_NUMBER_THRESHOLDS = tuple(name for name, kind, _default, _choices, _doc in THRESHOLDS if kind in ('int', 'float'))
+
+
+def threshold_argument_spec():
+    """The thresholds as AnsibleModule suboptions (no defaults: unset keeps the default)."""
+    spec = {}
+    for name, kind, _default, choices, _doc in THRESHOLDS:
+        option = {'type': kind}
+        if choices:
+            option['choices'] = list(choices)
+        if kind == 'list':
+            option['elements'] = 'int'
+        spec[name] = option
+    return spec
 
 
 class ThresholdError(ValueError):
@@ -63,8 +83,7 @@ def merge_thresholds(overrides=None):
     for key, choices in _SEVERITY_OPTIONS.items():
         if merged[key] not in choices:
             raise ThresholdError('threshold %s=%r; accepted: %s' % (key, merged[key], ', '.join(choices)))
-    for key in ('temperature_margin_c', 'sram_correctable_max', 'dram_correctable_max', 'retired_pages_max',
-                'remapped_rows_uncorrectable_max', 'pcie_gen_load_pct'):
+    for key in _NUMBER_THRESHOLDS:
         if isinstance(merged[key], bool) or not isinstance(merged[key], (int, float)) or merged[key] < 0:
             raise ThresholdError('threshold %s=%r; accepted: a number >= 0' % (key, merged[key]))
     try:

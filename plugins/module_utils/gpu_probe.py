@@ -17,6 +17,33 @@ from .gpu_smi_failure import classify_failure
 from .gpu_smi_xml import GpuXmlError, normalize_pci_address, parse_nvidia_smi_xml
 
 NVIDIA_VENDOR = 0x10de
+# Which NVIDIA PCI functions are GPUs, decided once for the health program, gpu_facts and the
+# nvidia_driver role (plugins/filter/nvidia.py): every display controller (base class 0x03: 0x0300
+# VGA, 0x0302 3D controller of the data center GPUs, 0x0380 other display controller); NVSwitches
+# present themselves as 0x0680 (other bridge); anything else (audio 0x0403, USB-C 0x0c03, ...) is
+# another function of a board.
+GPU_BASE_CLASS = 0x03
+NVSWITCH_CLASS = 0x0680
+
+
+def nvidia_pci_kind(vendor, pci_class):
+    """'gpu', 'nvswitch' or 'other' for an NVIDIA PCI function, None for another vendor's.
+
+    ``vendor`` and ``pci_class`` are numbers or sysfs texts ('0x10de', '0x030200')."""
+    try:
+        vendor = int(vendor, 16) if isinstance(vendor, str) else int(vendor)
+        pci_class = int(pci_class, 16) if isinstance(pci_class, str) else int(pci_class)
+    except (TypeError, ValueError):
+        return None
+    if vendor != NVIDIA_VENDOR:
+        return None
+    if (pci_class >> 16) == GPU_BASE_CLASS:
+        return 'gpu'
+    if (pci_class >> 8) == NVSWITCH_CLASS:
+        return 'nvswitch'
+    return 'other'
+
+
 # Common locations besides PATH (cron/systemd PATHs are short; the lab stand-in lives elsewhere).
 EXTRA_BIN_DIRS = ('/usr/bin', '/usr/sbin', '/usr/local/bin', '/usr/local/sbin', '/bin', '/sbin')
 
@@ -38,7 +65,7 @@ def _read(path):
 
 
 def nvidia_pci_addresses(sysfs_root='/sys'):
-    """Addresses of NVIDIA display controllers (class 0x03xx; NVSwitches are 0x0680) on the PCI bus.
+    """Addresses of the NVIDIA GPUs on the PCI bus (:func:`nvidia_pci_kind`).
 
     None when the PCI tree cannot be read (then the PCI-vs-driver count is not judged).
     """
@@ -50,11 +77,11 @@ def nvidia_pci_addresses(sysfs_root='/sys'):
     found = []
     for entry in entries:
         try:
-            vendor = int(_read(os.path.join(base, entry, 'vendor')), 16)
-            pci_class = int(_read(os.path.join(base, entry, 'class')), 16)
+            vendor = _read(os.path.join(base, entry, 'vendor'))
+            pci_class = _read(os.path.join(base, entry, 'class'))
         except (OSError, ValueError):
             continue
-        if vendor == NVIDIA_VENDOR and (pci_class >> 16) == 0x03:
+        if nvidia_pci_kind(vendor, pci_class) == 'gpu':
             found.append(normalize_pci_address(entry))
     return found
 

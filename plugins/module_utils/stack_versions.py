@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure parsers that turn package databases and version files into the ``gpu_stack`` facts.
 
-No Ansible imports: the node health program reuses this file. Every function takes text or
+No ansible-core imports (only this collection's own module_utils): every function takes text or
 plain data and returns plain data, so the parsing is tested with tables of real and written
 samples. The module ``stack_facts`` is the I/O shell around :func:`build_stack`.
 """
@@ -10,6 +10,8 @@ __metaclass__ = type
 
 import json
 import re
+
+from ansible_collections.gpucluster.core.plugins.module_utils import nvidia_packages
 
 # The flat component list of ansible_facts.gpu_stack, in report order.
 COMPONENTS = (
@@ -26,34 +28,25 @@ DPKG_QUERY_FORMAT = '${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'
 # rpm format: epoch stays separate so the displayed version never carries it.
 RPM_QUERY_FORMAT = '%{NAME}\\t%{EPOCHNUM}\\t%{VERSION}\\t%{RELEASE}\\n'
 
-# Package names per component, most specific first. Names differ between Debian's own
-# packages, NVIDIA's CUDA repository (deb and rpm), Ubuntu's driver branches, Docker's and
-# SchedMD's repositories and MLNX_OFED / DOCA-OFED. The first pattern with an installed match
-# wins; several packages matching one pattern resolve to the highest version.
+# Package names per component, most specific first. The NVIDIA names (driver, Fabric Manager,
+# cuDNN, NCCL, CUDA toolkit, DOCA/MLNX_OFED) come from nvidia_packages, the table the install plans
+# of the nvidia_driver and cuda_toolkit roles are built from, so what a role installs is what the
+# audit reads. The others differ between Debian's own packages, Docker's and SchedMD's
+# repositories. The first pattern with an installed match wins; several packages matching one
+# pattern resolve to the highest version.
+_NVIDIA_RULES = dict(nvidia_packages.package_rules())
 PACKAGE_RULES = (
-    ('nvidia_driver', (
-        r'cuda-drivers', r'nvidia-driver', r'nvidia-driver-\d+(?:-open|-server|-server-open)?',
-        r'nvidia-open', r'nvidia-open-\d+', r'nvidia-kernel-dkms', r'nvidia-open-kernel-dkms',
-        r'kmod-nvidia-open-dkms', r'kmod-nvidia-latest-dkms', r'nvidia-driver-cuda',
-    )),
-    ('nvidia_fabricmanager', (
-        r'nvidia-fabricmanager', r'nvidia-fabricmanager-\d+', r'cuda-drivers-fabricmanager',
-        r'cuda-drivers-fabricmanager-\d+',
-    )),
-    ('cudnn', (
-        r'libcudnn\d+-cuda-\d+', r'cudnn\d+-cuda-\d+', r'libcudnn\d+', r'nvidia-cudnn',
-    )),
-    ('nccl', (r'libnccl2', r'libnccl')),
+    ('nvidia_driver', _NVIDIA_RULES['nvidia_driver']),
+    ('nvidia_fabricmanager', _NVIDIA_RULES['nvidia_fabricmanager']),
+    ('cudnn', _NVIDIA_RULES['cudnn']),
+    ('nccl', _NVIDIA_RULES['nccl']),
     ('nvidia_container_toolkit', (
         r'nvidia-container-toolkit', r'nvidia-container-toolkit-base',
     )),
     ('containerd', (r'containerd\.io', r'containerd')),
     ('docker', (r'docker-ce', r'docker\.io', r'moby-engine')),
     ('rdma_core', (r'rdma-core',)),
-    ('ofed', (
-        r'doca-ofed', r'mlnx-ofed-all', r'mlnx-ofed-basic', r'mlnx-ofed-hpc',
-        r'mlnx-ofed-kernel-utils', r'mlnx-ofed-kernel', r'mlnx-ofed-kernel-dkms',
-    )),
+    ('ofed', _NVIDIA_RULES['ofed']),
     ('slurm', (
         r'slurmd', r'slurm-smd-slurmd', r'slurm-slurmd', r'slurmctld', r'slurm-smd-slurmctld',
         r'slurm-smd', r'slurm-wlm', r'slurm-client', r'slurm', r'slurm-ohpc',
@@ -71,11 +64,11 @@ _COMPILED_RULES = tuple(
 )
 
 # CUDA toolkit packages of NVIDIA's repository: cuda-toolkit-12-4 (deb and rpm).
-_CUDA_TOOLKIT_PKG = re.compile(r'cuda-toolkit-(\d+)-(\d+)\Z')
+_CUDA_TOOLKIT_PKG = nvidia_packages.CUDA_TOOLKIT_REGEX
 # Debian packs the toolkit as nvidia-cuda-toolkit "11.8.89~11.8.0-5~deb12u1":
 # <nvcc version>~<toolkit version>-<revision>.
-_DEBIAN_CUDA_PKG = 'nvidia-cuda-toolkit'
-_DEBIAN_CUDA_PATH = '/usr/lib/nvidia-cuda-toolkit'
+_DEBIAN_CUDA_PKG = nvidia_packages.CUDA_TOOLKIT_PACKAGES['distro']
+_DEBIAN_CUDA_PATH = nvidia_packages.CUDA_DISTRO_PATH
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 ..." (proprietary)
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ..." (open)
@@ -148,6 +141,27 @@ def _split_epoch(version):
     return '', version
 
 
+def _split_release(rest):
+    """'1.0-1' -> ('1.0', '1'); the last '-' separates the release (revision); none -> (rest, '')."""
+    version, dash, release = rest.rpartition('-')
+    if not dash:
+        return rest, ''
+    return version, release
+
+
+def _compare_evr(left, right, segment_cmp):
+    """Order ``[epoch:]version[-release]``: the epoch by value, then the version, then the release,
+    each with the package family's ``segment_cmp``."""
+    epoch_l, rest_l = _split_epoch((left or '').strip())
+    epoch_r, rest_r = _split_epoch((right or '').strip())
+    diff = _cmp_digits(epoch_l, epoch_r)
+    if diff:
+        return diff
+    version_l, release_l = _split_release(rest_l)
+    version_r, release_r = _split_release(rest_r)
+    return segment_cmp(version_l, version_r) or segment_cmp(release_l, release_r)
+
+
 def _dpkg_order(char):
     # dpkg's lib/dpkg/version.c: digits 0 (handled apart), letters their code, '~' before
     # everything (even the end of the string), every other character after all letters.
@@ -193,20 +207,7 @@ def compare_dpkg(left, right):
     punctuation; digit runs compare by value. Invalid versions are compared the same way
     instead of being refused.
     """
-    left = (left or '').strip()
-    right = (right or '').strip()
-    epoch_l, rest_l = _split_epoch(left)
-    epoch_r, rest_r = _split_epoch(right)
-    diff = _cmp_digits(epoch_l, epoch_r)
-    if diff:
-        return diff
-    upstream_l, dash_l, revision_l = rest_l.rpartition('-')
-    if not dash_l:
-        upstream_l, revision_l = rest_l, ''
-    upstream_r, dash_r, revision_r = rest_r.rpartition('-')
-    if not dash_r:
-        upstream_r, revision_r = rest_r, ''
-    return _dpkg_verrevcmp(upstream_l, upstream_r) or _dpkg_verrevcmp(revision_l, revision_r)
+    return _compare_evr(left, right, _dpkg_verrevcmp)
 
 
 def _rpmvercmp(left, right):
@@ -277,20 +278,7 @@ def _rpmvercmp(left, right):
 def compare_rpm(left, right):
     """-1, 0 or 1 as rpm orders ``[epoch:]version[-release]`` (epoch, then version, then release,
     each with rpmvercmp: '~' before anything, '^' after the base version)."""
-    left = (left or '').strip()
-    right = (right or '').strip()
-    epoch_l, rest_l = _split_epoch(left)
-    epoch_r, rest_r = _split_epoch(right)
-    diff = _cmp_digits(epoch_l, epoch_r)
-    if diff:
-        return diff
-    version_l, dash_l, release_l = rest_l.rpartition('-')
-    if not dash_l:
-        version_l, release_l = rest_l, ''
-    version_r, dash_r, release_r = rest_r.rpartition('-')
-    if not dash_r:
-        version_r, release_r = rest_r, ''
-    return _rpmvercmp(version_l, version_r) or _rpmvercmp(release_l, release_r)
+    return _compare_evr(left, right, _rpmvercmp)
 
 
 def compare_versions(left, right, family='dpkg'):

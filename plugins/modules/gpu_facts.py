@@ -248,72 +248,24 @@ ansible_facts:
 '''
 
 import os
-import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_health import (
-    ThresholdError, build_facts, merge_thresholds)
+    ThresholdError, build_facts, merge_thresholds, threshold_argument_spec)
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import collect
+from ansible_collections.gpucluster.core.plugins.module_utils.timed_command import run_timed
 
-_THRESHOLD_OPTIONS = dict(
-    temperature_margin_c=dict(type='float'),
-    sram_correctable_max=dict(type='int'),
-    dram_correctable_max=dict(type='int'),
-    retired_pages_max=dict(type='int'),
-    remapped_rows_uncorrectable_max=dict(type='int'),
-    pcie_width_severity=dict(type='str', choices=['info', 'warning', 'critical', 'ignore']),
-    pcie_gen_load_pct=dict(type='int'),
-    persistence_mode_severity=dict(type='str', choices=['info', 'warning', 'critical', 'ignore']),
-    hw_slowdown_severity=dict(type='str', choices=['info', 'warning', 'critical', 'ignore']),
-    xid_ignore=dict(type='list', elements='int'),
-)
-
-
-# Seconds between the polite TERM and the KILL of a command that overran its timeout.
-KILL_AFTER = 5
+_THRESHOLD_OPTIONS = threshold_argument_spec()
 
 
 def _runner(module):
-    """``run(argv, timeout) -> (rc, stdout, stderr)``, rc None when the command was killed for time.
-
-    coreutils ``timeout`` runs the command in a process group of its own and signals the whole
-    group (TERM, then KILL after KILL_AFTER seconds), so nothing the command started outlives it.
-    Without ``timeout`` on the host a timer kills the command itself. Output is decoded with
-    replacement characters: bytes that are not UTF-8 never abort the module.
-    """
-    timeout_bin = module.get_bin_path('timeout')
-
+    """``run(argv, timeout) -> (rc, stdout, stderr)``, rc None when the command was killed for time
+    (module_utils/timed_command.py: the whole process group is signalled)."""
     def run(argv, timeout):
         if not os.path.exists(argv[0]):
             raise OSError('%s: no such file' % argv[0])
-        cmd = list(argv)
-        timers = []
-        state = {'expired': False}
-
-        def arm(proc):
-            def expire():
-                state['expired'] = True
-                try:
-                    proc.kill()
-                except OSError:
-                    pass
-            timer = threading.Timer(timeout + KILL_AFTER, expire)
-            timer.daemon = True
-            timer.start()
-            timers.append(timer)
-
-        if timeout_bin:
-            cmd = [timeout_bin, '--kill-after=%d' % KILL_AFTER, str(int(timeout))] + cmd
-        try:
-            rc, out, err = module.run_command(cmd, environ_update={'LC_ALL': 'C'}, errors='replace',
-                                              before_communicate_callback=None if timeout_bin else arm)
-        finally:
-            for timer in timers:
-                timer.cancel()
-        if state['expired'] or (timeout_bin and rc in (124, 137)):
-            return None, out, err
-        return rc, out, err
+        return run_timed(module, argv, timeout)
     return run
 
 

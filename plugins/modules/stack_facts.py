@@ -128,11 +128,11 @@ ansible_facts:
 import glob
 import os
 import platform
-import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions as sv
+from ansible_collections.gpucluster.core.plugins.module_utils.timed_command import run_timed
 
 # Where the module reads; a test points this at a fake root.
 ROOT = '/'
@@ -173,44 +173,13 @@ class QueryTimeout(Exception):
     pass
 
 
-# Seconds between the TERM and the KILL of a query that overran command_timeout.
-KILL_AFTER = 5
-
-
 def run_query(module, argv, timeout):
-    """Run a package query under a time limit; returns (rc, stdout, stderr) as text.
-
-    coreutils ``timeout`` runs the query in a process group of its own and signals the whole
-    group (TERM, then KILL after KILL_AFTER seconds), so nothing the query started outlives it;
-    without ``timeout`` on the node a timer kills the query itself. Bytes that are not UTF-8
-    become U+FFFD. Raises :class:`QueryTimeout` when the query was killed for time.
+    """Run a package query under a time limit (module_utils/timed_command.py: the whole process
+    group is signalled); returns (rc, stdout, stderr) as text, bytes that are not UTF-8 as U+FFFD.
+    Raises :class:`QueryTimeout` when the query was killed for time.
     """
-    timeout_bin = module.get_bin_path('timeout')
-    timers = []
-    state = {'expired': False}
-
-    def arm(proc):
-        def expire():
-            state['expired'] = True
-            try:
-                proc.kill()
-            except OSError:
-                pass
-        timer = threading.Timer(timeout + KILL_AFTER, expire)
-        timer.daemon = True
-        timer.start()
-        timers.append(timer)
-
-    cmd = list(argv)
-    if timeout_bin:
-        cmd = [timeout_bin, '--kill-after=%d' % KILL_AFTER, str(int(timeout))] + cmd
-    try:
-        rc, out, err = module.run_command(cmd, environ_update={'LC_ALL': 'C', 'LANG': 'C'}, errors='replace',
-                                          before_communicate_callback=None if timeout_bin else arm)
-    finally:
-        for timer in timers:
-            timer.cancel()
-    if state['expired'] or (timeout_bin and rc in (124, 137)):
+    rc, out, err = run_timed(module, argv, timeout, environ_update={'LC_ALL': 'C', 'LANG': 'C'})
+    if rc is None:
         raise QueryTimeout()
     return rc, sv.decode_output(out), sv.decode_output(err)
 

@@ -139,19 +139,34 @@ def judge(record, answer):
     return None
 
 
+def _opener():  # pragma: no cover - network I/O, exercised by molecule verify
+    """POST to a Prometheus behind TLS and basic auth: the CA from PROMETHEUS_CA_FILE, the user from
+    PROMETHEUS_USER and its password from PROMETHEUS_PASSWORD_FILE (never on a command line); unset, plain."""
+    import base64
+    import ssl
+    from urllib.request import Request, urlopen
+    ca_file = os.environ.get('PROMETHEUS_CA_FILE')
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+    headers = {}
+    if os.environ.get('PROMETHEUS_USER'):
+        with open(os.environ['PROMETHEUS_PASSWORD_FILE']) as handle:
+            secret = '%s:%s' % (os.environ['PROMETHEUS_USER'], handle.read().strip())
+        headers['Authorization'] = 'Basic ' + base64.b64encode(secret.encode('utf-8')).decode('ascii')
+
+    def post(url, body):
+        return urlopen(Request(url, body, headers), timeout=30, context=context)
+    return post
+
+
 def check(prometheus, records):  # pragma: no cover - network I/O, exercised by molecule verify
     """Run every query against prometheus; print one line each; return the number of failures."""
-    try:
-        from urllib.parse import urlencode
-        from urllib.request import urlopen
-    except ImportError:
-        from urllib import urlencode
-        from urllib2 import urlopen
+    from urllib.parse import urlencode
+    post = _opener()
     failures = 0
     for record in records:
         body = urlencode({'query': record['query']}).encode('utf-8')
         try:
-            answer = json.loads(urlopen(prometheus.rstrip('/') + '/api/v1/query', body, 30).read().decode('utf-8'))
+            answer = json.loads(post(prometheus.rstrip('/') + '/api/v1/query', body).read().decode('utf-8'))
         except (OSError, ValueError) as exc:  # HTTP errors (400 on a parse error) are OSErrors
             answer = {'status': 'error', 'error': str(exc)}
         problem = judge(record, answer)

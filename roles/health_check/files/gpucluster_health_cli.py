@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # Installed by gpucluster.core.health_check as gpucluster_health/cli.py; /usr/local/sbin/gpucluster-health
 # runs main(). The checks are the modules next to it in that package: byte-identical copies of the
-# collection's plugins/module_utils/gpu_*.py, so this program and the gpucluster.core.gpu_facts
+# collection's plugins/module_utils/gpu_*.py and atomic_file.py, so this program and the gpucluster.core.gpu_facts
 # module give the same verdict. Python 3.9+, standard library only.
 """gpucluster-health: GPU node health verdict for Slurm, monitoring and people.
 
@@ -24,7 +24,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -43,7 +42,7 @@ RUN_RESERVE = 2
 KILL_WAIT = 1
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
-from . import gpu_health, gpu_probe, gpu_prom
+from . import atomic_file, gpu_health, gpu_probe, gpu_prom
 
 
 class ConfigError(Exception):
@@ -155,19 +154,8 @@ def decode(data):
 
 
 def write_textfile(directory, text):
-    """Write atomically: node_exporter must never read a half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % TEXTFILE_NAME, dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, os.path.join(directory, TEXTFILE_NAME))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write atomically (with fsync): node_exporter must never read a half-written file."""
+    atomic_file.write_atomic(os.path.join(directory, TEXTFILE_NAME), text, prefix='.%s.' % TEXTFILE_NAME)
 
 
 def summary_line(report):

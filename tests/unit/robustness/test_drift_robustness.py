@@ -34,6 +34,7 @@ from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from ansible_collections.gpucluster.core.plugins.action.drift_audit import ActionModule
 from ansible_collections.gpucluster.core.plugins.module_utils import drift
+from ansible_collections.gpucluster.core.plugins.module_utils import timed_command
 from ansible_collections.gpucluster.core.plugins.modules import stack_facts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
@@ -57,9 +58,10 @@ def good_facts(**changes):
 
 
 def run_action(args, hostvars=None):
+    # The roles' default pins are tested in tests/unit/plugins/action; here only the pins a case sets.
     hostvars = hostvars or {}
     task = mock.MagicMock()
-    task.args = args
+    task.args = dict({'role_defaults': False}, **args)
     task.async_val = 0
     task.check_mode = False
     action = ActionModule(task, mock.MagicMock(), PlayContext(), loader=None, templar=None,
@@ -615,7 +617,7 @@ def test_hung_query_without_coreutils_timeout_is_killed(node_root):
     root, bindir = node_root
     dpkg = _script(bindir, 'dpkg-query', 'exec sleep 300\n')
     started = time.time()
-    with mock.patch.object(stack_facts, 'KILL_AFTER', 0):
+    with mock.patch.object(timed_command, 'KILL_AFTER', 0):
         how, result = run_stack_facts({'command_timeout': 1}, root, {'dpkg-query': dpkg, 'timeout': None})
     assert how == 'fail' and result['msg'].startswith('reading the dpkg package database timed out: ')
     assert time.time() - started < 10

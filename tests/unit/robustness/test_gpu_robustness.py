@@ -23,6 +23,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_health as gh
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_kernel_log as kl
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_probe as gp
+from ansible_collections.gpucluster.core.plugins.module_utils import timed_command
 from ansible_collections.gpucluster.core.plugins.modules import gpu_facts
 
 NOW = calendar.timegm((2026, 1, 5, 10, 0, 0, 0, 0, 0))
@@ -437,7 +438,7 @@ def test_module_hung_nvidia_smi_is_killed_with_its_children(module, monkeypatch,
     gpu = result['ansible_facts']['gpu']
     assert gpu['health']['status'] == 'critical'
     assert 'nvidia-smi hung: no answer within 1s' in gpu['health']['issues'][0]['message']
-    assert elapsed < 1 + gpu_facts.KILL_AFTER + 5
+    assert elapsed < 1 + timed_command.KILL_AFTER + 5
     if with_timeout_binary:  # the whole process group went, the background child included
         child = int(pidfile.read_text())
         for dummy in range(50):

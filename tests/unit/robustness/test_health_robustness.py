@@ -17,7 +17,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
-import glob
 import importlib
 import io
 import json
@@ -29,6 +28,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 MODULE_UTILS = os.path.join(REPO, 'plugins', 'module_utils')
@@ -266,8 +266,10 @@ def test_wrapper_default_program_timeout_fits_an_old_settings_file(tmp_path):
 def _assemble(root, name):
     package = os.path.join(str(root), name)
     os.makedirs(package)
-    for path in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')):
-        shutil.copy(path, package)
+    with open(os.path.join(REPO, 'roles', 'health_check', 'vars', 'main.yml')) as handle:
+        names = yaml.safe_load(handle)['__health_check_modules']
+    for module in names:
+        shutil.copy(os.path.join(MODULE_UTILS, module), package)
     shutil.copy(CLI, os.path.join(package, 'cli.py'))
     with open(os.path.join(package, '__init__.py'), 'w'):
         pass

@@ -10,11 +10,14 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import importlib.util
+import json
 import os
 import re
 
 import pytest
 import yaml
+
+from ansible_collections.gpucluster.core.plugins.module_utils import gpu_prom
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 ROLE = os.path.join(REPO, 'roles', 'monitoring')
@@ -72,23 +75,61 @@ def test_dashboard_structure(name):
     assert panels, 'no panels'
     ids = [p['id'] for p in panels]
     assert len(ids) == len(set(ids)), 'duplicate panel ids %s' % ids
-    uid = _role_vars()['__monitoring_grafana_datasource_uid']
     for panel in panels:
         if panel.get('type') == 'row':
             continue
-        assert panel['datasource']['uid'] == uid, panel['title']
+        assert panel['datasource'] == DATASOURCE, panel['title']
         refs = [t['refId'] for t in panel['targets']]
         assert refs and len(refs) == len(set(refs)), panel['title']
         for target in panel['targets']:
-            assert target['datasource']['uid'] == uid
+            assert target['datasource'] == DATASOURCE, (panel['title'], target['refId'])
             assert target.get('expr', '').strip(), '%s %s has no expression' % (panel['title'], target['refId'])
             reason = target.get('gpuclusterMayBeEmpty')
             assert reason is None or (isinstance(reason, str) and len(reason) > 10)
 
 
+# Every panel, target and query variable reads the dashboard's `datasource` variable, so the dashboards
+# work in any Grafana whatever its Prometheus data source's uid (Grafana substitutes ${datasource}).
+DATASOURCE = {'type': 'prometheus', 'uid': '${datasource}'}
+
+
+def _datasource_refs(value, path='$'):
+    """Every datasource reference anywhere in a dashboard, with where it is."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == 'datasource':
+                yield path, item
+            else:
+                yield from _datasource_refs(item, '%s.%s' % (path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _datasource_refs(item, '%s[%d]' % (path, index))
+
+
+@pytest.mark.parametrize('name', sorted(DASHBOARDS))
+def test_datasource_is_a_variable(name):
+    dashboard = DASHBOARDS[name]
+    variables = dashboard['templating']['list']
+    chosen = [v for v in variables if v['name'] == 'datasource']
+    assert len(chosen) == 1
+    assert chosen[0]['type'] == 'datasource' and chosen[0]['query'] == 'prometheus'
+    # Grafana resolves a variable only from those listed before it.
+    assert variables[0] is chosen[0]
+    refs = list(_datasource_refs(dashboard))
+    assert refs
+    for where, ref in refs:
+        assert ref == DATASOURCE, '%s: %r' % (where, ref)
+    # No data source uid of one installation is left anywhere (the role's own included).
+    text = json.dumps(dashboard)
+    assert _role_vars()['__monitoring_grafana_datasource_uid'] not in text
+    for variable in variables:
+        if variable['type'] == 'query':
+            assert variable['datasource'] == DATASOURCE, variable['name']
+
+
 def test_every_query_was_extracted():
     targets = sum(len(p.get('targets', [])) for d in DASHBOARDS.values() for p in dq.iter_panels(d['panels']))
-    variables = sum(len(d['templating']['list']) for d in DASHBOARDS.values())
+    variables = sum(1 for d in DASHBOARDS.values() for v in d['templating']['list'] if v['type'] == 'query')
     assert len(RECORDS) == targets + variables
     assert len(RECORDS) > 40
 
@@ -168,3 +209,17 @@ def test_judge(answer, record, problem):
 def test_recording_rules_cover_every_query():
     rules = yaml.safe_load(dq.as_recording_rules(RECORDS))['groups'][0]['rules']
     assert [r['expr'] for r in rules] == [r['query'] for r in RECORDS]
+
+
+def test_molecule_metrics_stand_in_is_the_programs_output():
+    """molecule/monitoring's textfile stand-in is gpu_prom.render's output (regenerate it with
+    `python tests/monitoring/health_metrics_double.py --write`), never a hand-written copy."""
+    spec = importlib.util.spec_from_file_location(
+        'health_metrics_double', os.path.join(REPO, 'tests', 'monitoring', 'health_metrics_double.py'))
+    double = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(double)
+    text = double.render(gpu_prom)
+    with open(double.TEMPLATE) as handle:
+        assert handle.read() == text
+    names = set(re.findall(r'^(gpucluster_[a-z_]+)', text, re.M))
+    assert names <= HEALTH_METRICS

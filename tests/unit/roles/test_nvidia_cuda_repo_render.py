@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render the CUDA repository path of nvidia_driver / cuda_toolkit for every supported OS.
 
-The expressions are the role's own (set_fact of tasks/cuda_repo.yml, the templates), evaluated by
+The expressions are the role's own (set_fact of tasks/cuda_repo_key.yml, the templates), evaluated by
 Ansible's templating engine with the facts each OS reports; expected values follow NVIDIA's
 documented repository layout (repos/<ubuntu2204|ubuntu2404|debian12|rhel8|rhel9>/<x86_64|sbsa>/,
 keys 3bf863cc.pub for apt and D42D0685.pub for dnf).
@@ -66,7 +66,7 @@ def _variables(facts, **extra):
 
 
 def _set_fact(variables):
-    tasks = _yaml(os.path.join(DRIVER, 'tasks', 'cuda_repo.yml'))
+    tasks = _yaml(os.path.join(DRIVER, 'tasks', 'cuda_repo_key.yml'))
     task = tasks[0]
     templar = Templar(loader=DataLoader(), variables=dict(variables, **task.get('vars', {})))
     return dict((k, templar.template(v)) for k, v in task['ansible.builtin.set_fact'].items())

@@ -16,7 +16,8 @@ from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import cache_loader, init_plugin_loader
 from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-from ansible_collections.gpucluster.core.plugins.action.drift_audit import ActionModule
+from ansible_collections.gpucluster.core.plugins.action.drift_audit import ActionModule, role_default_values
+from ansible_collections.gpucluster.core.plugins.module_utils import drift as drift_module
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 
@@ -41,8 +42,10 @@ def facts(**changes):
 
 
 def run_action(args, task_vars, check_mode=False):
+    """Run the action; the roles' default pins are off unless a test asks for them (the tests of
+    where pins come from do, below), so the other tests read only the pins they set."""
     task = mock.MagicMock()
-    task.args = args
+    task.args = dict({'role_defaults': False}, **args)
     task.async_val = 0
     task.check_mode = check_mode
     play_context = PlayContext()
@@ -208,3 +211,61 @@ def test_group_mapping_and_check_mode(tmp_path):
                         inventory_vars(hostvars), check_mode=True)
     assert [(f['host'], f['component'], f['expected']) for f in result['findings']] == [('b3', 'cuda_toolkit', '12.4.1')]
     assert os.path.exists(str(tmp_path / 'drift.md'))
+
+
+# ------------------------------------------------------------------ pins from the roles' defaults
+
+def test_role_defaults_pin_what_the_inventory_leaves_unset(tmp_path):
+    defaults = role_default_values()
+    driver_default = defaults['nvidia_driver_version'][0]
+    hostvars = {
+        # No version in the inventory: the nvidia_driver role's default is the pin.
+        'n1': {'ansible_facts': facts()},
+        # The inventory's own pin wins over the role default.
+        'n2': {'ansible_facts': facts(), 'nvidia_driver_version': '550.54.15'},
+        # An empty inventory value turns the pin off (no fallback to the default).
+        'n3': {'ansible_facts': facts(), 'nvidia_driver_version': ''},
+    }
+    result = run_action({'role_defaults': True, 'consistent': [], 'report_dir': str(tmp_path),
+                         'baseline_vars': {'nvidia_driver': 'nvidia_driver_version',
+                                           'slurm': 'slurm_version'}},
+                        inventory_vars(hostvars))
+    got = [(f['host'], f['component'], f['kind'], f['expected'], f.get('pin_origin')) for f in result['findings']]
+    # slurm is absent everywhere: a role default pins only what is installed (the host may not
+    # run that role), so nobody is "missing" Slurm.
+    assert got == [('n1', 'nvidia_driver', 'baseline', driver_default,
+                    'default of role nvidia_driver: nvidia_driver_version')]
+    assert 'default of role nvidia_driver' in result['findings'][0]['message']
+    assert result['summary']['notes'] == [
+        'pinned by role defaults where installed (the inventory sets no version): nvidia_driver %s '
+        '(nvidia_driver_version, default of role nvidia_driver; 1 hosts); slurm %s '
+        '(slurm_version, default of role slurm; 3 hosts)' % (driver_default, defaults['slurm_version'][0])]
+    with open(result['reports']['json']) as handle:
+        used = json.load(handle)['baseline']
+    assert used['from_role_defaults']['nvidia_driver'] == {
+        'value': driver_default, 'variable': 'nvidia_driver_version', 'role': 'nvidia_driver'}
+
+
+def test_explicit_baseline_wins_over_role_defaults():
+    hostvars = {'n1': {'ansible_facts': facts()}}
+    result = run_action({'role_defaults': True, 'consistent': [], 'baseline': {'nvidia_driver': '550.54.15'},
+                         'baseline_vars': {'nvidia_driver': 'nvidia_driver_version'}},
+                        inventory_vars(hostvars))
+    assert result['findings'] == []
+    assert result['summary']['notes'] == []
+
+
+def test_role_defaults_off():
+    hostvars = {'n1': {'ansible_facts': facts()}}
+    result = run_action({'role_defaults': False, 'consistent': [],
+                         'baseline_vars': {'nvidia_driver': 'nvidia_driver_version'}},
+                        inventory_vars(hostvars))
+    assert result['findings'] == []
+
+
+def test_role_default_values_are_literal_pins():
+    values = role_default_values()
+    # A templated default depends on other variables and is never a pin.
+    assert 'cuda_toolkit_driver_version' not in values
+    for component, var in drift_module.DEFAULT_BASELINE_VARS.items():
+        assert var in values, '%s (the pin of %s) has no role default' % (var, component)

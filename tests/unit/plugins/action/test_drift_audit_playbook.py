@@ -52,6 +52,12 @@ def write_inventory(path, with_pins):
     (path / 'hosts.yml').write_text(
         'all:\n  children:\n    gpucluster:\n      children:\n        gpu_nodes:\n'
         '          hosts:\n            host1:\n            host2:\n            host3:\n')
+    # The site's pins of the other components (what the cache holds): without them the roles'
+    # defaults would be the pins (tests/unit/plugins/action/test_drift_audit.py covers that).
+    (path / 'group_vars' / 'all.yml').write_text(
+        '---\nnvidia_driver_version: "550.54.15"\ncuda_toolkit_version: ""\n'
+        'cuda_toolkit_cudnn_version: "9.1.0.70-1"\ncuda_toolkit_nccl_version: ""\n'
+        'container_runtime_nvidia_toolkit_version: "1.16.2"\nslurm_version: "23.11.10"\nslurm_munge_version: ""\n')
     if with_pins:
         # The role variable that installs the toolkit is the baseline: one source of truth.
         (path / 'group_vars' / 'gpu_nodes.yml').write_text('---\ncuda_toolkit_version: "12.4.1"\n')
@@ -127,7 +133,8 @@ def test_offline_inventory_host_missing_from_cache_fails(tmp_path):
     rc, out = run_playbook(['-i', str(inventory), '-e', 'drift_audit_fact_cache=%s' % cache,
                             '-e', 'drift_audit_report_dir=%s' % (tmp_path / 'r')], tmp_path)
     assert rc == 2, out
-    assert 'CRITICAL host4 [unknown]: no facts for 12 components: no entry in the fact cache' in out
+    # The 12 consistent components and the fabric manager, pinned by nvidia_driver_version.
+    assert 'CRITICAL host4 [unknown]: no facts for 13 components: no entry in the fact cache' in out
     # A pattern narrows the audit to hosts that have facts.
     rc, out = run_playbook(['-i', str(inventory), '-e', 'drift_audit_fact_cache=%s' % cache,
                             '-e', 'drift_audit_hosts=host1:host2', '-e', 'drift_audit_report_dir=%s' % (tmp_path / 'r')],
@@ -157,4 +164,7 @@ def test_live_mode_local_hosts_and_an_unreachable_one(tmp_path):
     assert rc == 0, out
     report, junit, markdown = read_reports(reports)
     assert report['summary']['hosts'] == 2 and report['findings'] == []
-    assert report['summary']['checks'] == 24
+    # 12 consistent components per host, and the fabric manager and munge that the roles' defaults
+    # pin where installed (neither is on this machine: no finding).
+    assert report['summary']['checks'] == 28
+    assert 'pinned by role defaults' in out

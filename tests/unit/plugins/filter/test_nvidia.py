@@ -277,3 +277,27 @@ def test_toolkit_plan_distro():
 def test_toolkit_plan_rejects(args, message):
     with pytest.raises(AnsibleFilterError, match=message):
         nvidia.cuda_toolkit_plan(*args)
+
+
+# One rule of which NVIDIA PCI functions are GPUs: the driver role's filter and the health program's
+# sysfs probe (gpu_probe.nvidia_pci_kind) agree on every class.
+PCI_CLASSES = [
+    ('0x030000', 'gpu'),        # VGA controller
+    ('0x030200', 'gpu'),        # 3D controller (data center GPUs)
+    ('0x038000', 'gpu'),        # other display controller
+    ('0x068000', 'nvswitch'),   # other bridge: NVSwitch
+    ('0x040300', 'other'),      # HD audio function of a board
+    ('0x0c0330', 'other'),      # USB controller of a board
+]
+
+
+@pytest.mark.parametrize('pci_class,kind', PCI_CLASSES)
+def test_pci_rule_is_shared(tmp_path, pci_class, kind):
+    from ansible_collections.gpucluster.core.plugins.module_utils import gpu_probe
+    devices = nvidia.nvidia_pci_devices('0000:41:00.0 0x10de %s 0x2330\n0000:00:02.0 0x8086 0x030000 0x3e92\n' % pci_class)
+    assert [d['kind'] for d in devices] == [kind]
+    device = tmp_path / 'bus' / 'pci' / 'devices' / '0000:41:00.0'
+    device.mkdir(parents=True)
+    (device / 'vendor').write_text('0x10de\n')
+    (device / 'class').write_text(pci_class + '\n')
+    assert gpu_probe.nvidia_pci_addresses(str(tmp_path)) == (['0000:41:00.0'] if kind == 'gpu' else [])

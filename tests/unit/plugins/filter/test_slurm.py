@@ -68,35 +68,52 @@ def test_compress_files(files, expected):
     assert s.compress_files(files) == expected
 
 
-def test_node_record_and_line(own_fixtures_dir):
+def test_node_plan_and_line(own_fixtures_dir):
+    gpu = _gpu(*[(i, i, 'NVIDIA H100 80GB HBM3') for i in range(8)])
+    plan = s.node_plan(_report(own_fixtures_dir, 'slurmd-C-2socket.txt'), gpu,
+                       {'name': 'gpu01', 'gpus': 8, 'gpu_type': 'h100', 'memory_mib': 2063731,
+                        'reserve_mib': 1024, 'reserve_percent': 0, 'round_mib': 1024, 'features': ['h100', 'ib']})
+    assert plan['problems'] == [] and plan['notes'] == []
+    assert s.node_line(plan['node']) == (
+        'NodeName=gpu01 CPUs=128 Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=2 '
+        'RealMemory=2062336 Gres=gpu:h100:8 Feature=h100,ib State=UNKNOWN')
+    assert s.gres_lines([plan['node']]) == ['NodeName=gpu01 Name=gpu Type=h100 File=/dev/nvidia[0-7]']
+
+
+def test_node_without_gpus_has_no_gres(own_fixtures_dir):
+    plan = s.node_plan(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), {'present': False, 'devices': []},
+                       {'name': 'cpu1', 'addr': '10.0.0.5', 'real_memory': 23000})
+    assert s.node_line(plan['node']) == ('NodeName=cpu1 NodeAddr=10.0.0.5 CPUs=2 Boards=1 SocketsPerBoard=1 '
+                                         'CoresPerSocket=2 ThreadsPerCore=1 RealMemory=23000 State=UNKNOWN')
+    assert s.gres_lines([plan['node']]) == []
+
+
+def test_memory_override_larger_than_the_node_is_a_problem_not_a_rewrite(own_fixtures_dir):
+    plan = s.node_plan(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), None, {'name': 'node1', 'real_memory': 30000})
+    assert plan['node']['real_memory'] == 30000
+    assert plan['problems'] == ['RealMemory=30000 MiB but slurmd -C reports 24105 MiB']
+    plan = s.node_plan(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), None, {'name': 'node1', 'real_memory': 20000})
+    assert plan['node']['real_memory'] == 20000 and plan['problems'] == []
+
+
+def test_gpu_type_override_with_spaces_is_refused(own_fixtures_dir):
+    with pytest.raises(AnsibleFilterError, match='slurm_gpu_type'):
+        s.node_plan(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), _gpu((0, 0, 'NVIDIA RTX A5000')),
+                    {'name': 'node1', 'gpus': 1, 'gpu_type': 'rtx a5000'})
+    with pytest.raises(AnsibleFilterError, match='slurm_gpu_type'):
+        s.node_plan(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), _gpu((0, 0, 'NVIDIA RTX A5000')),
+                    {'name': 'node1', 'gpu_type': 'rtx a5000'})
+
+
+def test_node_record_describes_the_live_node(own_fixtures_dir):
     gpu = _gpu(*[(i, i, 'NVIDIA H100 80GB HBM3') for i in range(8)])
     node = s.node_record(_report(own_fixtures_dir, 'slurmd-C-2socket.txt'), gpu,
                          {'name': 'gpu01', 'memory_reserve_mib': 1024, 'features': ['h100', 'ib']})
     assert s.node_line(node) == (
         'NodeName=gpu01 CPUs=128 Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=2 '
         'RealMemory=2062707 Gres=gpu:h100_80gb_hbm3:8 Feature=h100,ib State=UNKNOWN')
-    assert s.gres_lines([node]) == ['NodeName=gpu01 Name=gpu Type=h100_80gb_hbm3 File=/dev/nvidia[0-7]']
-
-
-def test_node_without_gpus_has_no_gres(own_fixtures_dir):
-    node = s.node_record(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), {'present': False, 'devices': []},
-                         {'name': 'cpu1', 'addr': '10.0.0.5'})
-    assert s.node_line(node) == ('NodeName=cpu1 NodeAddr=10.0.0.5 CPUs=2 Boards=1 SocketsPerBoard=1 '
-                                 'CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105 State=UNKNOWN')
-    assert s.gres_lines([node]) == []
-
-
-def test_memory_override_larger_than_the_node_is_refused(own_fixtures_dir):
     with pytest.raises(AnsibleFilterError, match='slurm_node_real_memory: 30000 MiB is more than node1'):
         s.node_record(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), None, {'name': 'node1', 'real_memory': 30000})
-    node = s.node_record(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), None, {'name': 'node1', 'real_memory': 20000})
-    assert node['real_memory'] == 20000
-
-
-def test_gpu_type_override_with_spaces_is_refused(own_fixtures_dir):
-    with pytest.raises(AnsibleFilterError, match='slurm_gpu_type'):
-        s.node_record(_report(own_fixtures_dir, 'slurmd-C-lab.txt'), _gpu((0, 0, 'NVIDIA RTX A5000')),
-                      {'name': 'node1', 'gpu_type': 'rtx a5000'})
 
 
 def test_minor_numbers_out_of_index_order_get_one_line_per_gpu():
@@ -163,8 +180,7 @@ def test_validate_accepts_a_good_cluster():
     ({'controllers': []}, 'slurm_controller_group: the group has no host'),
     ({'controllers': ['h1', 'h2']}, 'this role runs one slurmctld'),
     ({'compute': {'h1': {'node_name': 'node1', 'gpu_type': 'rtx a5000'}}}, 'slurm_gpu_type: h1 has'),
-    ({'compute': {'h1': {'node_name': 'node1', 'memtotal_mib': 24105, 'real_memory': 64000}}},
-     'slurm_node_real_memory: h1 has 64000 MiB but the host has 24105 MiB'),
+    ({'compute': {'h1': {'node_name': 'node1', 'real_memory': '64000x'}}}, "slurm_node_real_memory: h1 has '64000x'"),
     ({'compute': {'h1': {'node_name': 'n'}, 'h2': {'node_name': 'n'}}}, 'would both be Slurm node n'),
     ({'compute': {'h1': {'node_name': 'bad name'}}}, 'slurm_node_name: h1 has'),
     ({'compute': {}}, 'slurm_compute_group: the group has no host'),

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.gpucluster.core.plugins.module_utils import drift
+from ansible_collections.gpucluster.core.plugins.plugin_utils import drift_reports
 
 
 def cells(findings):
@@ -250,7 +251,7 @@ def _sample():
 
 def test_junit_is_well_formed_with_consistent_counts(tmp_path):
     hosts, findings, stats, summary = _sample()
-    paths = drift.write_reports(str(tmp_path), hosts, summary, findings, stats)
+    paths = drift_reports.write_reports(str(tmp_path), hosts, summary, findings, stats)
     root = ET.parse(paths['junit']).getroot()
     assert root.tag == 'testsuites'
     suites = root.findall('testsuite')
@@ -291,8 +292,8 @@ def test_junit_is_well_formed_with_consistent_counts(tmp_path):
 
 def test_json_report(tmp_path):
     hosts, findings, stats, summary = _sample()
-    paths = drift.write_reports(str(tmp_path), hosts, summary, findings, stats, formats=['json'],
-                                baselines_used={'explicit': {'cuda_toolkit': '12.4.1'}}, generated_at='T')
+    paths = drift_reports.write_reports(str(tmp_path), hosts, summary, findings, stats, formats=['json'],
+                                        baselines_used={'explicit': {'cuda_toolkit': '12.4.1'}}, generated_at='T')
     assert sorted(os.listdir(str(tmp_path))) == ['drift.json']
     with open(paths['json']) as handle:
         report = json.load(handle)
@@ -339,3 +340,18 @@ def test_summary_text_limits_lines():
     lines = drift.summary_text(dict(summary, notes=['cache only']), findings)
     assert lines[1] == 'note: cache only'
     assert lines[-1] == 'CRITICAL host4 [unknown]: no facts for 3 components: unreachable: <ssh> & "timeout"'
+
+
+def test_pin_origins_apply_where_installed_and_are_named():
+    facts = {'a': {'slurm': None, 'nvidia_driver': '550.54.15-1'}, 'b': {'slurm': '23.11.10-1', 'nvidia_driver': '550.54.15-1'}}
+    origins = dict((h, {'slurm': 'default of role slurm: slurm_version'}) for h in facts)
+    baselines = dict((h, {'slurm': '22.05.8'}) for h in facts)
+    findings, dummy = drift.audit(['a', 'b'], facts, baselines=baselines, consistent=[], pin_origins=origins)
+    # a has no Slurm: a role default does not make it "missing"; b runs another version.
+    assert [(f['host'], f['kind'], f['pin_origin']) for f in findings] == [
+        ('b', 'baseline', 'default of role slurm: slurm_version')]
+    assert findings[0]['message'].endswith('(default of role slurm: slurm_version)')
+    # The same pin from the inventory (no origin) calls the absent component missing.
+    findings, dummy = drift.audit(['a', 'b'], facts, baselines=baselines, consistent=[])
+    assert sorted((f['host'], f['kind']) for f in findings) == [('a', 'missing'), ('b', 'baseline')]
+    assert all('pin_origin' not in f for f in findings)

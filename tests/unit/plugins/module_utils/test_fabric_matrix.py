@@ -88,7 +88,7 @@ def test_one_direction_slow_is_enough():
 
 def test_a_pair_that_could_not_be_measured_fails_with_its_error():
     nodes = nodes_of(4)
-    m = [x for x in matrix(nodes, failed_links=[('node2', 'node4')])]
+    m = matrix(nodes, failed_links=[('node2', 'node4')])
     m = [x for x in m if (x['src'], x['dst']) != ('node3', 'node1')]  # never ran
     v = fm.judge(nodes, m)
     pairs = {(p['a'], p['b']): p for p in v['pairs']}

@@ -20,18 +20,23 @@ ROLE = os.path.join(REPO, 'roles', 'health_check')
 SMALL = os.path.join(REPO, 'tests', 'unit', 'fixtures', 'gpu', 'two_gpus_v13_out_of_order.xml')
 
 
-def test_role_installs_every_gpu_module_util():
+def _role_modules():
     with open(os.path.join(ROLE, 'vars', 'main.yml')) as handle:
-        installed = yaml.safe_load(handle)['__health_check_modules']
+        return yaml.safe_load(handle)['__health_check_modules']
+
+
+def test_role_installs_every_gpu_module_util():
+    installed = _role_modules()
     present = sorted(os.path.basename(p) for p in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')))
-    assert sorted(installed) == present
+    # Every gpu_*.py, and the shared atomic writer the program writes its textfile with.
+    assert sorted(installed) == sorted(present + ['atomic_file.py'])
 
 
 def test_module_utils_have_no_ansible_imports():
-    for path in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')):
-        with open(path) as handle:
+    for name in _role_modules():
+        with open(os.path.join(MODULE_UTILS, name)) as handle:
             text = handle.read()
-        assert 'import ansible' not in text and 'from ansible' not in text, path
+        assert 'import ansible' not in text and 'from ansible' not in text, name
 
 
 @pytest.fixture
@@ -39,8 +44,8 @@ def program(tmp_path):
     lib = tmp_path / 'lib'
     package = lib / 'gpucluster_health'
     package.mkdir(parents=True)
-    for path in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')):
-        shutil.copy(path, str(package))
+    for name in _role_modules():
+        shutil.copy(os.path.join(MODULE_UTILS, name), str(package))
     shutil.copy(os.path.join(ROLE, 'files', 'gpucluster_health_cli.py'), str(package / 'cli.py'))
     (package / '__init__.py').write_text('')
     sysfs = tmp_path / 'sys' / 'bus' / 'pci' / 'devices'

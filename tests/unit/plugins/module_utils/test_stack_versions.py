@@ -149,7 +149,9 @@ def test_build_stack_ubuntu_gpu_node(own_fixtures_dir):
     assert [t['version'] for t in toolkits] == ['12.2.2', '12.4.1']
     assert toolkits[0]['source'] == 'package:cuda-toolkit-12-2'
     assert details['sources']['cuda_toolkit'] == 'file:/usr/local/cuda-12.4/version.json'
-    assert details['sources']['nvidia_driver'] == 'package:cuda-drivers'
+    # The carrier of the CUDA repository's proprietary plan (nvidia_packages) is read before the
+    # unversioned cuda-drivers metapackage.
+    assert details['sources']['nvidia_driver'] == 'package:cuda-drivers-550'
     assert details['raw'] == {'docker': '5:27.3.1-1~ubuntu.22.04~jammy', 'dcgm': '1:3.3.8'}
     assert details['broken_packages'] == {'kubelet': 'iF'}
     assert details['nvidia_kernel_module'] == 'open'

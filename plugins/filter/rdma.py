@@ -1,0 +1,438 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decision code of the rdma role.
+
+Pure functions over strings, lists and dicts: the bad-input errors of the role's preflight
+(fabric, stack, DOCA repository, IPoIB subnets and MTUs, RoCE QoS values, subnet manager hosts,
+GPUDirect against the driver's choices, NCCL settings), the IPoIB address plan of a host and
+the /etc/nccl.conf settings from rdma_facts and variables.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import ipaddress
+import re
+
+from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - only without ansible-core installed
+    class AnsibleFilterError(Exception):
+        pass
+
+
+FABRICS = ('none', 'infiniband', 'roce')
+STACKS = ('inbox', 'doca')
+IPOIB_MODES = ('datagram', 'connected')
+RENDERERS = ('auto', 'networkd', 'netplan', 'networkmanager')
+SUBNET_MANAGERS = ('none', 'switch', 'host')
+GPUDIRECT = ('none', 'dmabuf', 'peermem')
+# IPoIB MTU: datagram mode carries the IB MTU (at most 4096) less the 4-byte IPoIB header;
+# connected mode up to 65520. Below 1280 IPv6 cannot run and the kernel refuses below 68.
+IPOIB_MTU_MAX = {'datagram': 4092, 'connected': 65520}
+IPOIB_MTU_MIN = 1280
+DMABUF_MIN_KERNEL = (5, 12)
+DMABUF_MIN_CUDA = (11, 7)
+_IFNAME_RE = re.compile(r'^[A-Za-z0-9_.:-]{1,15}\Z')
+_WORD_RE = re.compile(r'^[^\s"\'\\#\x00-\x1f\x7f]+\Z')
+_RDMA_DEV_RE = re.compile(r'^[A-Za-z0-9_]{1,64}\Z')
+_NCCL_KEY_RE = re.compile(r'^NCCL_[A-Z0-9_]+\Z')
+_FPR_RE = re.compile(r'^(?:0X)?(?:[0-9A-F]{40}|[0-9A-F]{64})\Z')
+_URL_RE = re.compile(r'^https?://[^\s"\'\\#\x00-\x1f\x7f]+\Z')
+# Keys /etc/nccl.conf must not carry: debug output belongs to a job, and a fixed GID index
+# breaks RoCE on hosts where the table differs (NVIDIA/nccl#426).
+_NCCL_REFUSED_RE = re.compile(r'^NCCL_(DEBUG.*|IB_GID_INDEX)\Z')
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _version_tuple(text):
+    match = re.match(r'^\s*(\d+)\.(\d+)', str(text))
+    if not match:
+        return None
+    return (int(match.group(1)), int(match.group(2)))
+
+
+def normalize_fingerprint(text):
+    """An OpenPGP fingerprint written with or without spaces, in any case -> 40 upper-case hex digits."""
+    return re.sub(r'\s+', '', str(text or '')).upper()
+
+
+def _ipoib_entries(cfg):
+    """(index, entry) of rdma_ipoib_interfaces, entries being dicts."""
+    entries = cfg.get('rdma_ipoib_interfaces') or []
+    if not isinstance(entries, list):
+        return None
+    return list(enumerate(entries))
+
+
+def ipoib_host_index(cfg):
+    """The host's address index: rdma_ipoib_host_index, else its position in the sorted group plus the offset.
+
+    Returns (index, error)."""
+    explicit = cfg.get('rdma_ipoib_host_index')
+    if explicit not in (None, '', 0):
+        if not _is_int(explicit) or explicit < 1:
+            return None, 'rdma_ipoib_host_index must be a positive integer, or 0 for the computed index (got %r)' % (explicit,)
+        return explicit, None
+    group = cfg.get('rdma_ipoib_group')
+    members = sorted(cfg.get('group_hosts') or [])
+    host = cfg.get('inventory_hostname')
+    offset = cfg.get('rdma_ipoib_index_offset')
+    if not _is_int(offset) or offset < 1:
+        return None, 'rdma_ipoib_index_offset must be a positive integer (got %r)' % (offset,)
+    if host not in members:
+        return None, ('%s is not in group %s (rdma_ipoib_group), so it has no IPoIB address index; set '
+                      'rdma_ipoib_host_index or an explicit address' % (host, group))
+    return members.index(host) + offset, None
+
+
+def _host_part(text):
+    """The address of 'a.b.c.d' or 'a.b.c.d/len'."""
+    return str(text).partition('/')[0]
+
+
+def _parse_subnet(text):
+    net = ipaddress.ip_network(str(text), strict=False)
+    if _host_part(text) != str(net.network_address) or '/' not in str(text):
+        raise ValueError('%s is not a network address with a prefix length (such as %s)' % (text, net))
+    return net
+
+
+def _usable(net):
+    """First and last usable host offsets of a network."""
+    if net.version == 4 and net.prefixlen >= 31:
+        return 0, net.num_addresses - 1
+    return 1, net.num_addresses - 2
+
+
+def ipoib_plan(cfg):
+    """The IPoIB interfaces of this host: [{name, subnet, address (CIDR), address_ip, prefix, mtu, mode}].
+
+    Raises AnsibleFilterError on input the preflight should have refused."""
+    errors = ipoib_errors(cfg)
+    if errors:
+        raise AnsibleFilterError('; '.join(errors))
+    plan = []
+    index = None
+    for _pos, entry in _ipoib_entries(cfg):
+        net = _parse_subnet(entry['subnet'])
+        if entry.get('address'):
+            ip = ipaddress.ip_address(_host_part(entry['address']))
+        else:
+            if index is None:
+                index, _err = ipoib_host_index(cfg)
+            ip = net.network_address + index
+        mode = entry.get('mode', cfg.get('rdma_ipoib_mode'))
+        plan.append({
+            'name': entry['name'],
+            'subnet': str(net),
+            'address': '%s/%d' % (ip, net.prefixlen),
+            'address_ip': str(ip),
+            'prefix': net.prefixlen,
+            'mtu': entry.get('mtu', cfg.get('rdma_ipoib_mtu')),
+            'mode': mode,
+        })
+    return plan
+
+
+def ipoib_errors(cfg):
+    """Errors of rdma_ipoib_* (each names the variable and what is accepted)."""
+    errors = []
+    entries = _ipoib_entries(cfg)
+    if entries is None:
+        return ['rdma_ipoib_interfaces must be a list of {name, subnet, address?, mtu?, mode?} (got %r)'
+                % (cfg.get('rdma_ipoib_interfaces'),)]
+    if not entries:
+        return errors
+    if cfg.get('rdma_fabric') != 'infiniband':
+        return ['rdma_ipoib_interfaces is for rdma_fabric: infiniband (IPoIB); this host has rdma_fabric: %s'
+                % cfg.get('rdma_fabric')]
+    group_size = len(cfg.get('group_hosts') or [])
+    names = []
+    for pos, entry in entries:
+        label = 'rdma_ipoib_interfaces[%d]' % pos
+        if not isinstance(entry, dict):
+            errors.append('%s must be a dict with name and subnet (got %r)' % (label, entry))
+            continue
+        unknown = sorted(set(entry) - set(('name', 'subnet', 'address', 'mtu', 'mode')))
+        if unknown:
+            errors.append('%s has unknown keys %s (accepted: name, subnet, address, mtu, mode)'
+                          % (label, ', '.join(unknown)))
+        name = entry.get('name')
+        if not isinstance(name, str) or not _IFNAME_RE.match(name):
+            errors.append('%s.name must be an interface name of at most 15 letters, digits, "_", ".", ":" or "-" '
+                          '(got %r)' % (label, name))
+        else:
+            names.append(name)
+        mode = entry.get('mode', cfg.get('rdma_ipoib_mode'))
+        if mode not in IPOIB_MODES:
+            errors.append('%s.mode (or rdma_ipoib_mode) must be datagram or connected (got %r)' % (label, mode))
+            mode = None
+        mtu = entry.get('mtu', cfg.get('rdma_ipoib_mtu'))
+        if not _is_int(mtu):
+            errors.append('%s.mtu (or rdma_ipoib_mtu) must be an integer (got %r)' % (label, mtu))
+        elif mode and not IPOIB_MTU_MIN <= mtu <= IPOIB_MTU_MAX[mode]:
+            errors.append('%s.mtu %d cannot be carried by IPoIB in %s mode: accepted %d to %d (%s)'
+                          % (label, mtu, mode, IPOIB_MTU_MIN, IPOIB_MTU_MAX[mode],
+                             '4K IB MTU less the 4-byte IPoIB header; 2044 on a 2K IB MTU' if mode == 'datagram'
+                             else 'connected mode'))
+        try:
+            net = _parse_subnet(entry.get('subnet'))
+        except ValueError as exc:
+            errors.append('%s.subnet must be a network such as 10.20.0.0/16 (%s)' % (label, exc))
+            continue
+        first, last = _usable(net)
+        address = entry.get('address')
+        if address:
+            try:
+                ip = ipaddress.ip_address(_host_part(address))
+            except ValueError as exc:
+                errors.append('%s.address must be an IP address inside %s (%s)' % (label, net, exc))
+                continue
+            if '/' in str(address) and str(address).partition('/')[2] != str(net.prefixlen):
+                errors.append('%s.address %s has another prefix length than subnet %s' % (label, address, net))
+            if ip not in net or not first <= int(ip) - int(net.network_address) <= last:
+                errors.append('%s.address %s is not a usable address of subnet %s' % (label, address, net))
+            continue
+        index, err = ipoib_host_index(cfg)
+        if err:
+            errors.append('%s: %s' % (label, err))
+            continue
+        explicit = cfg.get('rdma_ipoib_host_index') not in (None, '', 0)
+        highest = index if explicit else max(index, group_size - 1 + cfg.get('rdma_ipoib_index_offset'))
+        if highest > last or index < first:
+            errors.append('%s.subnet %s is too small for the hosts: it has usable host indexes %d to %d, the hosts '
+                          'need up to %d (%d hosts in %s from offset %s); use a larger subnet, a smaller '
+                          'rdma_ipoib_index_offset or explicit addresses'
+                          % (label, net, first, last, highest, group_size, cfg.get('rdma_ipoib_group'),
+                             cfg.get('rdma_ipoib_index_offset')))
+    duplicates = sorted(set(n for n in names if names.count(n) > 1))
+    if duplicates:
+        errors.append('rdma_ipoib_interfaces names %s more than once' % ', '.join(duplicates))
+    return errors
+
+
+def _doca_errors(cfg):
+    errors = []
+    for key in ('rdma_doca_repo_url', 'rdma_doca_repo_key_url'):
+        value = cfg.get(key)
+        if not isinstance(value, str) or not _URL_RE.match(value):
+            errors.append('rdma_stack: doca needs %s, an http(s) URL without white space, quotes or "#" (got %r)'
+                          % (key, value))
+    fpr = normalize_fingerprint(cfg.get('rdma_doca_repo_key_fingerprint'))
+    if not _FPR_RE.match(fpr):
+        errors.append('rdma_stack: doca needs rdma_doca_repo_key_fingerprint, the full fingerprint (40 or 64 hex digits) of '
+                      "the repository's signing key (got %r); the key is checked against it before apt trusts it"
+                      % (cfg.get('rdma_doca_repo_key_fingerprint'),))
+    version = cfg.get('rdma_doca_version')
+    if not isinstance(version, str) or not version or not _WORD_RE.match(version):
+        errors.append('rdma_stack: doca needs rdma_doca_version, the exact package version (quoted string) of %s '
+                      'as apt-cache madison prints it (got %r)'
+                      % ((cfg.get('rdma_doca_packages') or ['doca-ofed'])[0], version))
+    packages = cfg.get('rdma_doca_packages')
+    if not isinstance(packages, list) or not packages or not all(
+            isinstance(p, str) and _WORD_RE.match(p) for p in packages):
+        errors.append('rdma_doca_packages must be a non-empty list of package names (got %r)' % (packages,))
+    if cfg.get('os_family') != 'Debian':
+        errors.append('rdma_stack: doca is supported on Debian and Ubuntu by this role; this host is %s'
+                      % cfg.get('os_family'))
+    return errors
+
+
+def _roce_errors(cfg):
+    errors = []
+    prio = cfg.get('rdma_roce_pfc_priority')
+    if not _is_int(prio) or not 0 <= prio <= 7:
+        errors.append('rdma_roce_pfc_priority must be an 802.1p priority 0 to 7 (got %r)' % (prio,))
+    dscp = cfg.get('rdma_roce_dscp')
+    if not _is_int(dscp) or not 0 <= dscp <= 63:
+        errors.append('rdma_roce_dscp must be a DSCP value 0 to 63 (got %r)' % (dscp,))
+    tos = cfg.get('rdma_roce_tos')
+    if not _is_int(tos) or not 0 <= tos <= 255:
+        errors.append('rdma_roce_tos must be a ToS byte 0 to 255 (got %r)' % (tos,))
+    elif _is_int(dscp) and 0 <= dscp <= 63 and tos >> 2 != dscp:
+        errors.append('rdma_roce_tos %d carries DSCP %d, not rdma_roce_dscp %r: RDMA CM traffic would miss the '
+                      'lossless class (ToS = DSCP * 4 + ECN bits, e.g. 106 for DSCP 26)' % (tos, tos >> 2, dscp))
+    devices = cfg.get('rdma_roce_devices')
+    if not isinstance(devices, list) or not all(isinstance(d, str) and _RDMA_DEV_RE.match(d) for d in devices):
+        errors.append('rdma_roce_devices must be a list of RDMA device names such as mlx5_0 (got %r)' % (devices,))
+    return errors
+
+
+def _sm_errors(cfg):
+    errors = []
+    sm = cfg.get('rdma_subnet_manager')
+    if sm not in SUBNET_MANAGERS:
+        return ['rdma_subnet_manager must be one of %s (got %r)' % (', '.join(SUBNET_MANAGERS), sm)]
+    if sm == 'host':
+        if cfg.get('rdma_fabric') != 'infiniband':
+            errors.append('rdma_subnet_manager: host is for InfiniBand; RoCE needs no subnet manager '
+                          '(rdma_fabric: %s)' % cfg.get('rdma_fabric'))
+        hosts = cfg.get('rdma_subnet_manager_hosts')
+        inventory = cfg.get('inventory_hosts') or []
+        if (not isinstance(hosts, list) or len(hosts) != 2 or len(set(map(str, hosts))) != 2
+                or not all(h in inventory for h in hosts)):
+            errors.append('rdma_subnet_manager: host needs rdma_subnet_manager_hosts, two different inventory hosts '
+                          '(master first, standby second) (got %r)' % (hosts,))
+        prios = cfg.get('rdma_subnet_manager_priorities')
+        if (not isinstance(prios, list) or len(prios) != 2 or not all(_is_int(p) and 0 <= p <= 15 for p in prios)
+                or prios[0] <= prios[1]):
+            errors.append('rdma_subnet_manager_priorities must be two OpenSM priorities 0 to 15, the first (master) '
+                          'higher than the second (got %r)' % (prios,))
+    return errors
+
+
+def _gpudirect_errors(cfg):
+    errors = []
+    mode = cfg.get('rdma_gpudirect')
+    if mode not in GPUDIRECT:
+        return ['rdma_gpudirect must be one of %s (got %r)' % (', '.join(GPUDIRECT), mode)]
+    if mode == 'peermem' and cfg.get('rdma_stack') == 'inbox':
+        errors.append('rdma_gpudirect: peermem needs rdma_stack: doca; with the inbox stack nvidia_peermem fails to '
+                      'load ("Unknown symbol ib_register_peer_memory_client"). Use rdma_gpudirect: dmabuf')
+    if mode != 'dmabuf':
+        return errors
+    driver_type = cfg.get('nvidia_driver_kernel_module_type')
+    if driver_type == 'proprietary':
+        errors.append('rdma_gpudirect: dmabuf needs the open NVIDIA kernel modules, but nvidia_driver_kernel_module_type '
+                      'is proprietary; set it to open (Turing or newer) or use rdma_gpudirect: peermem with DOCA')
+    loaded = cfg.get('nvidia_version_text') or ''
+    if loaded and 'Open Kernel Module' not in loaded and driver_type != 'open':
+        errors.append('rdma_gpudirect: dmabuf needs the open NVIDIA kernel modules; the loaded driver is the '
+                      'proprietary one (%s)' % loaded.strip().splitlines()[0])
+    kernel = _version_tuple(cfg.get('kernel') or '')
+    if kernel is not None and kernel < DMABUF_MIN_KERNEL:
+        errors.append('rdma_gpudirect: dmabuf needs Linux 5.12 or newer; this host runs %s' % cfg.get('kernel'))
+    cuda = cfg.get('cuda_toolkit_version')
+    cuda_v = _version_tuple(cuda) if cuda not in (None, '') else None
+    if cuda_v is not None and cuda_v < DMABUF_MIN_CUDA:
+        errors.append('rdma_gpudirect: dmabuf needs CUDA 11.7 or newer; cuda_toolkit_version is %s' % cuda)
+    return errors
+
+
+def _nccl_errors(cfg):
+    errors = []
+    ifname = cfg.get('rdma_nccl_socket_ifname')
+    if not isinstance(ifname, str) or (ifname and not re.match(r'^[=^]?[A-Za-z0-9_.:,-]+\Z', ifname)):
+        errors.append('rdma_nccl_socket_ifname must be an interface name or NCCL prefix list such as ib0 or =eth0 '
+                      '(got %r)' % (ifname,))
+    hcas = cfg.get('rdma_nccl_ib_hca')
+    if not isinstance(hcas, list) or not all(isinstance(h, str) and re.match(r'^[A-Za-z0-9_]+(:[0-9]+)?\Z', h)
+                                             for h in hcas):
+        errors.append('rdma_nccl_ib_hca must be a list of RDMA devices, optionally with a port (mlx5_0, mlx5_1:1) '
+                      '(got %r)' % (hcas,))
+    extra = cfg.get('rdma_nccl_extra')
+    if not isinstance(extra, dict):
+        errors.append('rdma_nccl_extra must be a dict of NCCL_* settings (got %r)' % (extra,))
+    else:
+        for key in sorted(extra, key=str):
+            value = extra[key]
+            if not isinstance(key, str) or not _NCCL_KEY_RE.match(key):
+                errors.append('rdma_nccl_extra: %r is not an NCCL_* variable name' % (key,))
+            elif _NCCL_REFUSED_RE.match(key):
+                errors.append('rdma_nccl_extra: %s does not belong in /etc/nccl.conf (read by every job); set debug '
+                              'variables in the job environment and let NCCL pick the GID index' % key)
+            elif isinstance(value, (dict, list)) or value is None or not _WORD_RE.match(str(value)):
+                errors.append('rdma_nccl_extra.%s must be one word without white space, quotes or "#" (got %r)'
+                              % (key, value))
+    return errors
+
+
+def rdma_input_errors(cfg):
+    """Every bad-input error of the rdma role for one host, as a list of messages (empty: fine).
+
+    cfg holds the role's variables plus context: os_family, kernel, inventory_hostname, group_hosts
+    (the members of rdma_ipoib_group), inventory_hosts, nvidia_driver_kernel_module_type,
+    cuda_toolkit_version, nvidia_version_text (/proc/driver/nvidia/version, empty when absent)."""
+    if not isinstance(cfg, dict):
+        raise AnsibleFilterError('rdma_input_errors expects a dict')
+    errors = []
+    fabric = cfg.get('rdma_fabric')
+    if fabric not in FABRICS:
+        return ['rdma_fabric (gpucluster_fabric) must be one of %s (got %r)' % (', '.join(FABRICS), fabric)]
+    if fabric == 'none':
+        return errors
+    if cfg.get('rdma_stack') not in STACKS:
+        errors.append('rdma_stack must be inbox or doca (got %r)' % (cfg.get('rdma_stack'),))
+    elif cfg.get('rdma_stack') == 'doca':
+        errors.extend(_doca_errors(cfg))
+    elif cfg.get('os_family') not in ('Debian', 'RedHat'):
+        errors.append('rdma_stack: inbox knows the package names of the Debian and RedHat families; this host is %s'
+                      % cfg.get('os_family'))
+    extra = cfg.get('rdma_extra_packages')
+    if not isinstance(extra, list) or not all(isinstance(p, str) and _WORD_RE.match(p) for p in extra):
+        errors.append('rdma_extra_packages must be a list of package names (got %r)' % (extra,))
+    if cfg.get('rdma_network_renderer') not in RENDERERS:
+        errors.append('rdma_network_renderer must be one of %s (got %r)'
+                      % (', '.join(RENDERERS), cfg.get('rdma_network_renderer')))
+    errors.extend(ipoib_errors(cfg))
+    if fabric == 'roce':
+        errors.extend(_roce_errors(cfg))
+    errors.extend(_sm_errors(cfg))
+    errors.extend(_gpudirect_errors(cfg))
+    errors.extend(_nccl_errors(cfg))
+    return errors
+
+
+def rdma_fabric_hcas(rdma, fabric, devices=None):
+    """RDMA devices of rdma_facts' result whose ports carry the fabric's link layer, as NCCL_IB_HCA entries.
+
+    Every port of the link layer is listed (whatever its state, so the file does not change when a
+    port flaps); devices, when given, limits the choice. Ignored ports are left out."""
+    layer = {'infiniband': 'InfiniBand', 'roce': 'Ethernet'}.get(fabric)
+    out = []
+    for hca in (rdma or {}).get('hcas') or []:
+        if devices and hca.get('name') not in devices:
+            continue
+        for port in hca.get('ports') or []:
+            if port.get('link_layer') == layer and not port.get('ignored'):
+                out.append('%s:%s' % (hca.get('name'), port.get('port')))
+    return out
+
+
+def rdma_nccl_settings(cfg, rdma=None, default_ifname=''):
+    """The (name, value) pairs of /etc/nccl.conf, in a stable order."""
+    fabric = cfg.get('rdma_fabric')
+    ifname = cfg.get('rdma_nccl_socket_ifname') or ''
+    if not ifname:
+        ipoib = cfg.get('rdma_ipoib_interfaces') or []
+        if fabric == 'infiniband' and ipoib:
+            ifname = ipoib[0]['name']
+        else:
+            ifname = default_ifname or ''
+    settings = []
+    if ifname:
+        settings.append(('NCCL_SOCKET_IFNAME', ifname))
+    hcas = cfg.get('rdma_nccl_ib_hca') or rdma_fabric_hcas(rdma, fabric, cfg.get('rdma_roce_devices'))
+    if hcas:
+        settings.append(('NCCL_IB_HCA', '=' + ','.join(hcas)))
+    if fabric == 'roce':
+        settings.append(('NCCL_IB_TC', str(cfg.get('rdma_roce_tos'))))
+    for key in sorted(cfg.get('rdma_nccl_extra') or {}):
+        if key not in dict(settings):
+            settings.append((key, str(cfg['rdma_nccl_extra'][key])))
+    return settings
+
+
+_EXPECTED = {
+    'rdma_input_errors': 'a dict of the rdma role variables and host context',
+    'rdma_ipoib_plan': 'a dict of the rdma role variables and host context',
+    'rdma_fabric_hcas': "rdma_facts' ansible_facts.rdma and a fabric name",
+    'rdma_nccl_settings': 'a dict of the rdma role variables, rdma_facts and an interface name',
+    'rdma_normalize_fingerprint': 'a fingerprint string',
+}
+
+
+class FilterModule(object):
+    def filters(self):
+        funcs = {
+            'rdma_input_errors': rdma_input_errors,
+            'rdma_ipoib_plan': ipoib_plan,
+            'rdma_fabric_hcas': rdma_fabric_hcas,
+            'rdma_nccl_settings': rdma_nccl_settings,
+            'rdma_normalize_fingerprint': normalize_fingerprint,
+        }
+        return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())
