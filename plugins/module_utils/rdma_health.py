@@ -11,6 +11,9 @@ a node that should be on the fabric (``expect_present``) but shows no RDMA adapt
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+# One exposition format for every textfile the health program writes.
+from .gpu_prom import _escape, _number
+
 SEVERITY_ORDER = ('critical', 'warning', 'unknown', 'info')
 STATUS_VALUES = {'ok': 0, 'warning': 1, 'critical': 2, 'unknown': 3}
 ACTIVE_STATES = ('ACTIVE', 'ACTIVE_DEFER')
@@ -106,18 +109,6 @@ def prometheus_samples(rdma, issues=None):
             if port.get('rate_gbps') is not None:
                 samples.append(('gpucluster_rdma_port_rate_gbps', labels, port['rate_gbps']))
     return samples
-
-
-def _escape(value):
-    return str(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
-
-
-def _number(value):
-    if isinstance(value, bool):
-        return '1' if value else '0'
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
 
 
 def render_prometheus(samples):
