@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Distributed training smoke test of playbooks/validate.yml, started by torchrun on every node.
 
