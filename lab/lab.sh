@@ -220,7 +220,7 @@ summary() {
   echo "           make shell N=node1              log in to node1 (sudo -i for root), then e.g. sinfo; srun -N$LAB_NODES hostname"
   echo "           . .venv/bin/activate            puts ansible on PATH: ansible-playbook -i $INVENTORY site.yml"
   echo "           Prometheus https://$(node_address node1):9090  Alertmanager https://$(node_address node1):9093  (from this machine;"
-  echo "           CA inventories/lab/credentials/monitoring-pki/ca.crt, user gpucluster-scrape, password in inventories/lab/credentials/monitoring_scrape_password)"
+  echo "           CA inventories/lab/.credentials/monitoring-pki/ca.crt, user gpucluster-scrape, password in inventories/lab/.credentials/monitoring_scrape_password)"
   echo "           full log: $log; make lab again converges with changed=0; make lab-down removes the lab"
   echo "================================================"
 }
