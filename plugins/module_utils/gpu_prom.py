@@ -13,9 +13,9 @@ _HELP = (
     ('gpucluster_health_status', 'Node GPU health: 0 ok, 1 warning, 2 critical, 3 unknown.'),
     ('gpucluster_health_last_run_timestamp_seconds', 'Unix time of the last health run.'),
     ('gpucluster_health_issues', 'Number of health findings by severity and check.'),
-    ('gpucluster_gpu_count', 'GPUs visible to the NVIDIA driver.'),
-    ('gpucluster_gpu_expected_count', 'GPUs this node is expected to have.'),
-    ('gpucluster_gpu_pci_count', 'NVIDIA display controllers on the PCI bus.'),
+    ('gpucluster_gpus', 'GPUs visible to the NVIDIA driver.'),
+    ('gpucluster_gpus_expected', 'GPUs this node is expected to have.'),
+    ('gpucluster_gpus_pci', 'NVIDIA display controllers on the PCI bus.'),
     ('gpucluster_gpu_info', 'GPU identity (always 1).'),
     ('gpucluster_gpu_health_status', 'Per-GPU health: 0 ok, 1 warning, 2 critical, 3 unknown.'),
     ('gpucluster_gpu_temperature_celsius', 'GPU core temperature.'),
@@ -80,9 +80,9 @@ def render(facts, timestamp):
         counts[key] = counts.get(key, 0) + 1
     for (severity, check), number in sorted(counts.items()):
         add('gpucluster_health_issues', [('severity', severity), ('check', check)], number)
-    add('gpucluster_gpu_count', [], facts.get('count'))
-    add('gpucluster_gpu_expected_count', [], facts.get('expected_count'))
-    add('gpucluster_gpu_pci_count', [], facts.get('pci_count'))
+    add('gpucluster_gpus', [], facts.get('count'))
+    add('gpucluster_gpus_expected', [], facts.get('expected_count'))
+    add('gpucluster_gpus_pci', [], facts.get('pci_count'))
 
     for component, version in (('nvidia_driver', facts.get('driver_version')),
                                ('cuda_driver', facts.get('cuda_version'))):

@@ -30,7 +30,7 @@ _spec.loader.exec_module(dq)
 # per-node expectations this role writes itself.
 HEALTH_METRICS = {
     'gpucluster_health_status', 'gpucluster_health_last_run_timestamp_seconds', 'gpucluster_health_issues',
-    'gpucluster_gpu_count', 'gpucluster_gpu_expected_count', 'gpucluster_gpu_pci_count', 'gpucluster_gpu_info',
+    'gpucluster_gpus', 'gpucluster_gpus_expected', 'gpucluster_gpus_pci', 'gpucluster_gpu_info',
     'gpucluster_gpu_health_status', 'gpucluster_gpu_temperature_celsius', 'gpucluster_gpu_slowdown_temperature_celsius',
     'gpucluster_gpu_power_draw_watts', 'gpucluster_gpu_power_limit_watts', 'gpucluster_gpu_utilization_percent',
     'gpucluster_gpu_memory_used_bytes', 'gpucluster_gpu_memory_total_bytes', 'gpucluster_gpu_ecc_errors',

@@ -102,7 +102,7 @@ def test_textfile_and_quiet(program):
     assert (rc, out) == (0, '')
     assert os.listdir(str(target)) == ['gpucluster_health.prom']  # no temp file left behind
     text = (target / 'gpucluster_health.prom').read_text()
-    assert 'gpucluster_gpu_count 2\n' in text and 'gpucluster_health_status 0\n' in text
+    assert 'gpucluster_gpus 2\n' in text and 'gpucluster_health_status 0\n' in text
     assert oct(os.stat(str(target / 'gpucluster_health.prom')).st_mode & 0o777) == '0o644'
 
 

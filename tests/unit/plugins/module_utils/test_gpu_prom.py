@@ -40,9 +40,9 @@ def test_render_values(own_fixtures_dir):
     gpu1 = '{gpu="1",uuid="GPU-test0000-0000-0000-0000-0000000000c1"}'
     assert samples['gpucluster_health_status'] == '0'
     assert samples['gpucluster_health_last_run_timestamp_seconds'] == '1767607200'
-    assert samples['gpucluster_gpu_count'] == '2'
-    assert samples['gpucluster_gpu_expected_count'] == '2'
-    assert samples['gpucluster_gpu_pci_count'] == '2'
+    assert samples['gpucluster_gpus'] == '2'
+    assert samples['gpucluster_gpus_expected'] == '2'
+    assert samples['gpucluster_gpus_pci'] == '2'
     assert samples['gpucluster_gpu_temperature_celsius' + gpu1] == '61'
     assert samples['gpucluster_gpu_slowdown_temperature_celsius' + gpu1] == '89'
     assert samples['gpucluster_gpu_power_draw_watts' + gpu1] == '652.33'
@@ -87,4 +87,4 @@ def test_host_without_gpus_renders_status_and_count():
     facts = gh.build_facts({'smi': {'found': False}, 'parsed': None, 'pci_addresses': [], 'kernel': None})
     samples = _samples(render(facts, 5))
     assert samples == {'gpucluster_health_status': '0', 'gpucluster_health_last_run_timestamp_seconds': '5',
-                       'gpucluster_gpu_count': '0', 'gpucluster_gpu_pci_count': '0'}
+                       'gpucluster_gpus': '0', 'gpucluster_gpus_pci': '0'}
