@@ -41,7 +41,7 @@ RESTART_KEYS = frozenset(k.lower() for k in (
     'AccountingStorageHost', 'AccountingStoragePort', 'AccountingStorageType', 'AuthAltTypes',
     'AuthType', 'BackupAddr', 'BackupController', 'ClusterName', 'ControlAddr', 'ControlMachine',
     'CredType', 'GresTypes', 'JobAcctGatherType', 'LaunchType', 'MpiDefault', 'PluginDir',
-    'PriorityType', 'ProctrackType', 'SelectType', 'SelectTypeParameters', 'SlurmctldHost',
+    'PriorityType', 'PrologFlags', 'ProctrackType', 'SelectType', 'SelectTypeParameters', 'SlurmctldHost',
     'SlurmctldPort', 'SlurmdPort', 'SlurmdSpoolDir', 'SlurmdUser', 'SlurmUser',
     'StateSaveLocation', 'SwitchType', 'TaskPlugin', 'TopologyPlugin',
 ))
@@ -902,6 +902,114 @@ def cluster_action(actions):
     return best
 
 
+# pam_slurm_adopt(8) module arguments this role accepts, with their documented values
+# (https://slurm.schedmd.com/pam_slurm_adopt.html). Anything else is refused: a misspelt option is
+# ignored by the module and would leave its default (for example allow on an adoption failure).
+PAM_ADOPT_OPTIONS = {
+    'action_no_jobs': ('deny', 'ignore'),
+    'action_unknown': ('newest', 'allow', 'deny'),
+    'action_adopt_failure': ('deny', 'allow'),
+    'action_generic_failure': ('deny', 'allow', 'ignore'),
+    'disable_x11': ('0', '1'),
+    'join_container': ('true', 'false'),
+    'log_level': ('quiet', 'fatal', 'error', 'info', 'verbose', 'debug', 'debug2', 'debug3', 'debug4',
+                  'debug5'),
+}
+# A group name PAM's pam_succeed_if and getent can both use: no white space, ':' or ',' (list separators).
+GROUP_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_.-]*\$?\Z')
+
+
+def pam_adopt_errors(spec):
+    """Everything wrong with the pam_slurm_adopt settings of one host (empty when fine).
+
+    spec keys: enabled (slurm_pam_adopt), compute (the host runs slurmd), exempt_groups
+    (slurm_pam_adopt_exempt_groups), options (slurm_pam_adopt_options), prolog_flags
+    (slurm_prolog_flags), conf_extra (slurm_conf_extra), admin_user (the login name Ansible connects
+    as) and admin_groups (that user's groups on the host, None when they could not be read).
+    """
+    errors = []
+    flags = spec.get('prolog_flags')
+    if not isinstance(flags, list) or [f for f in flags if not isinstance(f, str) or not NAME_RE.match(f)]:
+        errors.append('slurm_prolog_flags: %r is not a list of PrologFlags words (for example [Contain, X11])'
+                      % (flags,))
+        flags = []
+    extra = spec.get('conf_extra') or {}
+    if isinstance(extra, dict) and [k for k in extra if str(k).lower() == 'prologflags']:
+        errors.append('slurm_conf_extra: PrologFlags is set by slurm_prolog_flags (a list); move it there')
+    if not spec.get('enabled'):
+        return errors
+    if 'contain' not in [f.lower() for f in flags]:
+        errors.append('slurm_prolog_flags: %s has no Contain; pam_slurm_adopt (slurm_pam_adopt) adopts SSH '
+                      'sessions into the extern step that PrologFlags=Contain creates' % (flags,))
+    if not spec.get('compute'):
+        return errors
+    groups = spec.get('exempt_groups')
+    if not isinstance(groups, list) or not groups:
+        errors.append('slurm_pam_adopt_exempt_groups: %r; with slurm_pam_adopt on, name at least one group '
+                      'whose members (the administrators, the account Ansible connects as) may SSH to a '
+                      'compute node without a job there, or set slurm_pam_adopt: false' % (groups,))
+        groups = []
+    bad = [g for g in groups if not isinstance(g, str) or not GROUP_RE.match(g)]
+    if bad:
+        errors.append('slurm_pam_adopt_exempt_groups: %s are not group names (letters, digits, "_", "." or '
+                      '"-", no white space, ":" or ",")' % (bad,))
+    options = spec.get('options')
+    if not isinstance(options, dict):
+        errors.append('slurm_pam_adopt_options: %r is not a dict of pam_slurm_adopt arguments' % (options,))
+        options = {}
+    for key in sorted(options, key=str):
+        value = options[key]
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if isinstance(value, bool) and key == 'disable_x11':
+            text = '1' if value else '0'
+        if key not in PAM_ADOPT_OPTIONS:
+            errors.append('slurm_pam_adopt_options: %s is not a pam_slurm_adopt argument this role knows (%s)'
+                          % (key, ', '.join(sorted(PAM_ADOPT_OPTIONS))))
+        elif text not in PAM_ADOPT_OPTIONS[key]:
+            errors.append('slurm_pam_adopt_options: %s=%r is not accepted; one of %s'
+                          % (key, value, ', '.join(PAM_ADOPT_OPTIONS[key])))
+    user = spec.get('admin_user')
+    if user and user != 'root' and not bad and groups:
+        member_of = spec.get('admin_groups')
+        if member_of is None:
+            errors.append('slurm_pam_adopt_exempt_groups: the groups of %s (the account Ansible connects as) '
+                          'could not be read on this host, so the role cannot tell whether pam_slurm_adopt '
+                          'would lock it out; nothing was changed' % user)
+        elif not set(member_of) & set(groups):
+            errors.append('slurm_pam_adopt_exempt_groups: %s (the account Ansible connects as) is in none of '
+                          '%s on this host (its groups: %s); pam_slurm_adopt would refuse its next SSH login. '
+                          'Add it to one of them first or name one of its groups; nothing was changed'
+                          % (user, ', '.join(groups), ', '.join(member_of) or 'none'))
+    return errors
+
+
+def pam_adopt_lines(groups, options=None):
+    """The account lines for /etc/pam.d/sshd: members of an exempt group pass, everyone else must
+    have a job on the node (pam_slurm_adopt last in the account stack)."""
+    lines = ['account    sufficient   pam_succeed_if.so quiet user ingroup %s' % g for g in groups]
+    args = []
+    for key in sorted(options or {}):
+        value = options[key]
+        if isinstance(value, bool):
+            value = ('1' if value else '0') if key == 'disable_x11' else str(value).lower()
+        args.append('%s=%s' % (key, value))
+    lines.append(' '.join(['account    required     pam_slurm_adopt.so'] + args))
+    return lines
+
+
+def innodb_buffer_pool(value, memtotal_mb, percent=10, minimum_mib=1024, maximum_mib=16384):
+    """innodb_buffer_pool_size for slurmdbd's MariaDB: a given size as it is, or for 'auto' a share of
+    the host's memory (percent), at least minimum_mib and at most maximum_mib, never more than half
+    of the memory, in whole 128 MiB (MariaDB's allocation unit), as '<n>M'."""
+    if value != 'auto':
+        return value
+    memory = _whole(memtotal_mb, 'memtotal_mb')
+    size = max(int(minimum_mib), memory * int(percent) // 100)
+    size = min(size, int(maximum_mib), memory // 2)
+    size = max(128, size // 128 * 128)
+    return '%dM' % size
+
+
 _EXPECTED = {
     'slurm_gpu_type': 'an nvidia-smi product name and slurm_gpu_type_map as a dict of product name to GRES type',
     'slurm_parse_node_report': 'the text of `slurmd -C`',
@@ -931,6 +1039,11 @@ _EXPECTED = {
     'slurm_conf_change': 'the old and new configuration texts',
     'slurm_cluster_action': 'a list of none/reconfigure/restart',
     'slurm_conf_file_change': 'a slurp result and a dict of file name to old text',
+    'slurm_pam_adopt_errors': 'a dict with enabled, compute, exempt_groups (a list), options (a dict), prolog_flags '
+                              '(a list), conf_extra (a dict), admin_user and admin_groups (a list or none)',
+    'slurm_pam_adopt_lines': 'slurm_pam_adopt_exempt_groups (a list) and slurm_pam_adopt_options (a dict)',
+    'slurm_innodb_buffer_pool': 'slurm_accounting_innodb_buffer_pool_size (auto or a size such as 4096M) and the '
+                                'memory in MiB as a whole number',
 }
 
 
@@ -957,5 +1070,8 @@ class FilterModule(object):
             'slurm_conf_change': conf_change,
             'slurm_cluster_action': cluster_action,
             'slurm_conf_file_change': conf_file_change,
+            'slurm_pam_adopt_errors': pam_adopt_errors,
+            'slurm_pam_adopt_lines': pam_adopt_lines,
+            'slurm_innodb_buffer_pool': innodb_buffer_pool,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())
