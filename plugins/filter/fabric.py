@@ -110,6 +110,11 @@ def validate_report_prom(report, node, timestamp):
     return _guard(validate_report.render_prom, report, node, timestamp)
 
 
+def validate_drain_plan(report):
+    """The nodes to drain with the reason: see validate_report.drain_plan."""
+    return _guard(validate_report.drain_plan, report)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -126,4 +131,5 @@ class FilterModule(object):
             'validate_report_junit': validate_report_junit,
             'validate_report_markdown': validate_report_markdown,
             'validate_report_prom': validate_report_prom,
+            'validate_drain_plan': validate_drain_plan,
         }

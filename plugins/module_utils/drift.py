@@ -1,9 +1,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Drift computation and report renderers for the GPU stack audit.
+"""Drift computation for the GPU stack audit.
 
 Pure functions over plain dicts (no Ansible imports, no file system): the action plugin
 ``drift_audit`` and the benchmark call them; the unit tests drive them with tables. The reports are
-written on the controller by plugins/plugin_utils/drift_reports.py.
+built and written on the controller by plugins/plugin_utils/drift_reports.py (the collection's one
+report writer, plugins/plugin_utils/reports.py, renders them).
 
 A finding is ``{host, component, expected, found, kind, severity}`` (plus ``group`` and a
 readable ``message``); ``kind`` is one of:
@@ -23,10 +24,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import fnmatch
-import json
 import math
 import re
-from xml.sax.saxutils import escape, quoteattr
 
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions
 
@@ -510,8 +509,8 @@ def summarize(hosts, findings, stats, fail_on='critical', unknown_hosts=()):
     }
 
 
-def _collapse_unknown(findings):
-    """One row per host without facts instead of one per component (reports keep all)."""
+def collapse_unknown(findings):
+    """One row per host without facts instead of one per component (the JSON report keeps all)."""
     rows = []
     seen = {}
     for finding in findings:
@@ -537,7 +536,7 @@ def summary_text(summary, findings, limit=20):
     head += '; fail_on=%s: %s' % (summary['fail_on'], 'FAILED' if summary['failed'] else 'passed')
     lines = [head]
     lines.extend('note: %s' % note for note in summary.get('notes') or ())
-    rows = _collapse_unknown(findings)
+    rows = collapse_unknown(findings)
     for row in rows[:limit]:
         if row['kind'] == 'unknown':
             lines.append('%s %s [unknown]: no facts for %d components: %s' % (
@@ -551,16 +550,10 @@ def summary_text(summary, findings, limit=20):
     return [_escape_unsafe(line, _UNPRINTABLE_LINE) for line in lines]
 
 
-# ---------------------------------------------------------------- report writers
+# ---------------------------------------------------------------- text output
 
-# Characters XML 1.0 does not allow at all (C0 controls but tab, newline and carriage return,
-# lone surrogates, U+FFFE and U+FFFF): a JUnit file holding one is unreadable to every consumer.
-_XML_ILLEGAL = re.compile('[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]')
-# In one line of text (Markdown cell, task output) every control character is shown escaped too.
+# In one line of text (task output) every control character is shown escaped.
 _UNPRINTABLE_LINE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
-_UNPRINTABLE_TEXT = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]')
-# JSON represents every character but lone surrogates, which strict parsers refuse.
-_SURROGATE = re.compile('[\ud800-\udfff]')
 
 
 def _escape_char(match):
@@ -569,130 +562,5 @@ def _escape_char(match):
 
 
 def _escape_unsafe(text, pattern):
-    """Show characters that would make a report invalid as visible escapes (``\\x1b``)."""
+    """Show characters that would make a line unreadable as visible escapes (``\\x1b``)."""
     return pattern.sub(_escape_char, text)
-
-
-def _xml(value):
-    return _escape_unsafe(_display(value), _XML_ILLEGAL)
-
-
-def _safe_data(value):
-    """Strings of the JSON report without lone surrogates (strict parsers refuse their
-    escapes); every other character is valid JSON."""
-    if isinstance(value, str):
-        return _escape_unsafe(value, _SURROGATE)
-    if isinstance(value, dict):
-        return dict((_safe_data(k), _safe_data(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_safe_data(v) for v in value]
-    return value
-
-
-def render_json(summary, findings, stats, baselines_used=None, generated_at=None):
-    document = {
-        'generated_at': generated_at,
-        'summary': summary,
-        'findings': findings,
-        'groups': stats['distribution'],
-        'group_hosts': stats.get('members') or {},
-    }
-    if baselines_used is not None:
-        document['baseline'] = baselines_used
-    return json.dumps(_safe_data(document), indent=1, sort_keys=True) + '\n'
-
-
-def render_junit(hosts, findings, stats, suite_name='gpucluster.drift_audit'):
-    """JUnit XML: one <testsuite> per host, one <testcase> per checked component, a <failure>
-    per finding, and an <error> with the reason for the components of a host without usable
-    facts (the check could not run: it neither passed nor failed). Jenkins, GitLab, GitHub test
-    reporters and Azure accept this layout. Characters XML does not allow are shown escaped."""
-    by_cell = {}
-    for finding in findings:
-        by_cell[(finding['host'], finding['component'])] = finding
-    checks = stats['checks']
-    total = sum(len(checks.get(h, ())) for h in hosts)
-    errors = sum(1 for f in by_cell.values() if f['kind'] == 'unknown')
-    parts = ['<?xml version="1.0" encoding="UTF-8"?>\n',
-             '<testsuites name=%s tests="%d" failures="%d" errors="%d" time="0">\n' % (
-                 quoteattr(_xml(suite_name)), total, len(by_cell) - errors, errors)]
-    for host in hosts:
-        components = checks.get(host, ())
-        cells = [by_cell[(host, c)] for c in components if (host, c) in by_cell]
-        host_errors = sum(1 for f in cells if f['kind'] == 'unknown')
-        parts.append('  <testsuite name=%s tests="%d" failures="%d" errors="%d" skipped="0" time="0">\n'
-                     % (quoteattr(_xml(host)), len(components), len(cells) - host_errors, host_errors))
-        classname = quoteattr(_xml('drift.' + host))
-        for component in components:
-            finding = by_cell.get((host, component))
-            if finding is None:
-                parts.append('    <testcase classname=%s name=%s time="0"/>\n'
-                             % (classname, quoteattr(_xml(component))))
-                continue
-            if finding['kind'] == 'unknown':
-                tag = 'error'
-                message = 'unknown: %s' % finding.get('message', 'no facts')
-                pin = finding['expected']
-                body = 'host: %s\ncomponent: %s\npin: %s\nkind: unknown\nseverity: %s\nreason: %s' % (
-                    host, component, 'none' if pin is None else pin, finding['severity'],
-                    finding.get('message', ''))
-            else:
-                tag = 'failure'
-                message = '%s drift: expected %s, found %s' % (
-                    finding['kind'], _display(finding['expected']), _display(finding['found']))
-                body = 'host: %s\ncomponent: %s\nexpected: %s\nfound: %s\nkind: %s\nseverity: %s\n%s' % (
-                    host, component, _display(finding['expected']), _display(finding['found']),
-                    finding['kind'], finding['severity'], finding.get('message', ''))
-            parts.append('    <testcase classname=%s name=%s time="0">\n'
-                         '      <%s message=%s type=%s>%s</%s>\n'
-                         '    </testcase>\n' % (
-                             classname, quoteattr(_xml(component)), tag, quoteattr(_xml(message)),
-                             quoteattr(_xml(finding['severity'] + ':' + finding['kind'])),
-                             escape(_xml(body)), tag))
-        parts.append('  </testsuite>\n')
-    parts.append('</testsuites>\n')
-    return ''.join(parts)
-
-
-def _md_cell(value):
-    text = _display(value).replace('\n', ' ')
-    text = text.replace('\\', '\\\\').replace('|', '\\|')
-    return _escape_unsafe(text, _UNPRINTABLE_LINE)
-
-
-def render_markdown(summary, findings, stats, max_rows=500, title='GPU stack drift audit'):
-    status = 'FAILED' if summary['failed'] else 'passed'
-    lines = ['# %s: %s' % (title, status), '']
-    lines.append('%d hosts, %d host/component checks, %d findings (%s); fails on %s.' % (
-        summary['hosts'], summary['checks'], summary['findings'],
-        ', '.join('%d %s' % (n, s) for s, n in summary['by_severity'].items() if n) or 'none',
-        summary['fail_on']))
-    for note in summary.get('notes') or ():
-        lines.append('')
-        lines.append('Note: %s.' % note)
-    if summary['hosts_unknown']:
-        shown = summary['unknown_hosts'][:20]
-        more = summary['hosts_unknown'] - len(shown)
-        lines.append('')
-        lines.append('Hosts without facts (unreachable or not gathered): %s%s.' % (
-            ', '.join('`%s`' % h for h in shown), ' and %d more' % more if more > 0 else ''))
-    lines.append('')
-    rows = _collapse_unknown(findings)
-    if rows:
-        lines.append('| severity | host | component | expected | found | kind |')
-        lines.append('|---|---|---|---|---|---|')
-        for row in rows[:max_rows]:
-            if row['kind'] == 'unknown':
-                component = 'all %d checked' % row['count']
-                expected = row.get('message')
-            else:
-                component, expected = row['component'], row['expected']
-            lines.append('| %s | %s | %s | %s | %s | %s |' % (
-                row['severity'], _md_cell(row['host']), _md_cell(component),
-                _md_cell(expected), _md_cell(row['found']), row['kind']))
-        if len(rows) > max_rows:
-            lines.append('')
-            lines.append('%d more rows are in drift.json.' % (len(rows) - max_rows))
-    else:
-        lines.append('No drift: every host matches its pins and its group.')
-    return _escape_unsafe('\n'.join(lines), _UNPRINTABLE_TEXT) + '\n'

@@ -1,60 +1,107 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller side of the drift audit: writes the reports that module_utils/drift.py renders.
+"""Controller side of the drift audit: its reports (JSON, JUnit XML, Markdown) built on the
+collection's one report writer (plugin_utils/reports.py) from what module_utils/drift.py found.
 
 Runs in the action plugin (and the benchmark) on the controller only; nothing here reaches a node.
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import os
-
 from ansible_collections.gpucluster.core.plugins.module_utils import drift
-from ansible_collections.gpucluster.core.plugins.module_utils.atomic_file import write_atomic
+from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
-REPORT_FILES = (('json', 'drift.json'), ('junit', 'drift.junit.xml'), ('markdown', 'drift.md'))
-
-
-class ReportError(Exception):
-    """Reports that could not be written: ``failures`` maps path -> error text, ``written``
-    the reports that were."""
-
-    def __init__(self, failures, written):
-        self.failures = failures
-        self.written = written
-        super(ReportError, self).__init__('; '.join(
-            'cannot write %s: %s' % (path, error) for path, error in failures.items()))
+# The action plugin catches this when reports cannot be written.
+ReportError = reports.ReportError
+REPORT_FILES = {'json': 'drift.json', 'junit': 'drift.junit.xml', 'markdown': 'drift.md'}
+TITLE = 'GPU stack drift audit'
 
 
-def write_reports(report_dir, hosts, summary, findings, stats, formats=('json', 'junit', 'markdown'),
-                  baselines_used=None, generated_at=None, max_rows=500):
-    """Write the chosen reports into ``report_dir`` (created if needed); returns their paths.
+def _display(value):
+    return 'absent' if value is None else str(value)
 
-    Each report is written on its own with the collection's atomic writer (a reader never sees half
-    a report); when one or more cannot be written, :class:`ReportError` names every path that
-    failed and why, after the others were written.
+
+def build_report(hosts, summary, findings, stats, baselines_used=None, generated_at=None, max_rows=500):
+    """The drift audit as a :class:`reports.Report`.
+
+    JSON: summary, findings, group distribution (and the baselines used). JUnit: one suite per
+    host, one case per checked component, a failure per finding and an error for the components of
+    a host without usable facts (the check could not run: it neither passed nor failed).
+    Markdown: the headline, notes, hosts without facts and one row per finding (one per host
+    without facts), at most ``max_rows``.
     """
-    written = {}
-    try:
-        if not os.path.isdir(report_dir):
-            os.makedirs(report_dir)
-    except OSError as exc:
-        raise ReportError({report_dir: exc.strerror or str(exc)}, written)
-    renderers = {
-        'json': lambda: drift.render_json(summary, findings, stats, baselines_used, generated_at),
-        'junit': lambda: drift.render_junit(hosts, findings, stats),
-        'markdown': lambda: drift.render_markdown(summary, findings, stats, max_rows),
+    document = {
+        'generated_at': generated_at,
+        'summary': summary,
+        'findings': findings,
+        'groups': stats.get('distribution') or {},
+        'group_hosts': stats.get('members') or {},
     }
-    failures = {}
-    for name, filename in REPORT_FILES:
-        if name not in formats:
-            continue
-        path = os.path.join(report_dir, filename)
-        try:
-            write_atomic(path, renderers[name](), prefix='.drift-')
-        except (OSError, UnicodeError) as exc:
-            failures[path] = getattr(exc, 'strerror', None) or str(exc)
+    if baselines_used is not None:
+        document['baseline'] = baselines_used
+    report = reports.Report(TITLE, 'FAILED' if summary['failed'] else 'passed', document,
+                            'gpucluster.drift_audit', json_indent=1)
+
+    by_cell = dict(((f['host'], f['component']), f) for f in findings)
+    checks = stats.get('checks') or {}
+    for host in hosts:
+        cases = report.suite(host, 'drift.' + host)
+        for component in checks.get(host, ()):
+            finding = by_cell.get((host, component))
+            if finding is None:
+                cases.append(reports.case(component, 'passed'))
+            elif finding['kind'] == 'unknown':
+                pin = finding['expected']
+                cases.append(reports.case(
+                    component, 'error', 'unknown: %s' % finding.get('message', 'no facts'),
+                    'host: %s\ncomponent: %s\npin: %s\nkind: unknown\nseverity: %s\nreason: %s' % (
+                        host, component, 'none' if pin is None else pin, finding['severity'],
+                        finding.get('message', '')),
+                    finding['severity'] + ':unknown'))
+            else:
+                cases.append(reports.case(
+                    component, 'failed', '%s drift: expected %s, found %s' % (
+                        finding['kind'], _display(finding['expected']), _display(finding['found'])),
+                    'host: %s\ncomponent: %s\nexpected: %s\nfound: %s\nkind: %s\nseverity: %s\n%s' % (
+                        host, component, _display(finding['expected']), _display(finding['found']),
+                        finding['kind'], finding['severity'], finding.get('message', '')),
+                    finding['severity'] + ':' + finding['kind']))
+
+    report.paragraph('%d hosts, %d host/component checks, %d findings (%s); fails on %s.' % (
+        summary['hosts'], summary['checks'], summary['findings'],
+        ', '.join('%d %s' % (n, s) for s, n in summary['by_severity'].items() if n) or 'none',
+        summary['fail_on']))
+    for note in summary.get('notes') or ():
+        report.paragraph('Note: %s.' % note)
+    if summary['hosts_unknown']:
+        shown = summary['unknown_hosts'][:20]
+        more = summary['hosts_unknown'] - len(shown)
+        report.paragraph('Hosts without facts (unreachable or not gathered): %s%s.' % (
+            ', '.join('`%s`' % reports.md_line(h) for h in shown), ' and %d more' % more if more > 0 else ''))
+    rows = drift.collapse_unknown(findings)
+    if not rows:
+        report.paragraph('No drift: every host matches its pins and its group.')
+        return report
+    table = []
+    for row in rows[:max_rows]:
+        if row['kind'] == 'unknown':
+            component, expected = 'all %d checked' % row['count'], row.get('message')
         else:
-            written[name] = path
-    if failures:
-        raise ReportError(failures, written)
-    return written
+            component, expected = row['component'], _display(row['expected'])
+        table.append([row['severity'], row['host'], component, expected, _display(row['found']), row['kind']])
+    report.table(['severity', 'host', 'component', 'expected', 'found', 'kind'], table)
+    if len(rows) > max_rows:
+        report.paragraph('%d more rows are in drift.json.' % (len(rows) - max_rows))
+    return report
+
+
+def render_markdown(summary, findings, stats, max_rows=500):
+    """The Markdown report alone (hosts are only needed for JUnit)."""
+    return build_report([], summary, findings, stats, max_rows=max_rows).render_markdown()
+
+
+def write_reports(report_dir, hosts, summary, findings, stats, formats=reports.FORMATS,
+                  baselines_used=None, generated_at=None, max_rows=500):
+    """Write the chosen reports (drift.json, drift.junit.xml, drift.md) into ``report_dir``;
+    returns format -> path, or raises :class:`ReportError` naming each file that failed."""
+    report = build_report(hosts, summary, findings, stats, baselines_used, generated_at, max_rows)
+    return report.write(report_dir, REPORT_FILES, formats, prefix='.drift-')

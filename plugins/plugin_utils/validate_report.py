@@ -2,17 +2,15 @@
 """Controller-side code of the acceptance playbook (playbooks/validate.yml).
 
 Parsers of the measuring tools' output (iperf3 ``-J``, perftest ``--report_gbits``, nccl-tests) and
-renderers of the validate report: JSON, JUnit XML, Markdown with the pair matrix, and the
-node_exporter textfile metrics each node keeps. Pure functions, no I/O.
+the validate report built on the collection's one report writer (plugins/plugin_utils/reports.py,
+shared with the drift audit): JSON, JUnit XML, Markdown with the pair matrix; and the node_exporter
+textfile metrics each node keeps. Pure functions, no I/O (the playbook writes the files).
 
 The report is one dict built by the playbook: ``generated_at`` (ISO 8601 UTC), ``ok``, ``nodes``
 (ordered host names), ``checks`` (``{name, node, status: passed|failed|skipped, message}``, ``node``
 is ``fleet`` for a check of the whole cluster), ``matrix`` (the final
 :func:`fabric_matrix.judge`/``apply_retest`` verdict of the bandwidth matrix, or None), ``mtu``
 (the verdict of the MTU path check, same shape) and ``tool`` (what measured the matrix).
-
-The drift audit has a report writer of its own (module_utils/drift.py); this one is kept free of
-Ansible so both can move into one shared writer.
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -21,8 +19,9 @@ import json
 import math
 import re
 
+from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
+
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
-_XML_BAD = re.compile(u'[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]')
 
 
 class ReportInputError(ValueError):
@@ -109,142 +108,133 @@ def _check_report(report):
     return report
 
 
-def render_json(report):
-    """The report as sorted, indented JSON text."""
-    return json.dumps(_check_report(report), indent=2, sort_keys=True) + '\n'
-
-
-def _xml(value):
-    text = _XML_BAD.sub(u'\ufffd', u'%s' % (value,))
-    return (text.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
-            .replace('"', '&quot;'))
-
-
-def render_junit(report, suite_name='gpucluster.validate'):
-    """JUnit XML: one ``<testsuite>`` per node (and ``fleet``), one ``<testcase>`` per check."""
+def _build(report, title='Cluster acceptance (validate)', suite_name='gpucluster.validate'):
+    """The validate report as a :class:`reports.Report` (the collection's one report writer)."""
     report = _check_report(report)
+    checks = report['checks']
+    failed = [c for c in checks if c['status'] == 'failed']
+    verdict = 'PASSED' if report.get('ok') else 'FAILED'
+    out = reports.Report(title, verdict, report, suite_name, json_indent=2)
     suites = []
-    for check in report['checks']:
+    for check in checks:
         if check['node'] not in suites:
             suites.append(check['node'])
-    checks = report['checks']
-    parts = ['<?xml version="1.0" encoding="UTF-8"?>\n',
-             '<testsuites name="%s" tests="%d" failures="%d" errors="0" skipped="%d">\n' % (
-                 _xml(suite_name), len(checks), sum(c['status'] == 'failed' for c in checks),
-                 sum(c['status'] == 'skipped' for c in checks))]
     for suite in suites:
-        mine = [c for c in checks if c['node'] == suite]
-        parts.append('  <testsuite name="%s" tests="%d" failures="%d" errors="0" skipped="%d">\n' % (
-            _xml('%s.%s' % (suite_name, suite)), len(mine),
-            sum(c['status'] == 'failed' for c in mine), sum(c['status'] == 'skipped' for c in mine)))
-        for check in mine:
-            parts.append('    <testcase classname="%s" name="%s"' % (
-                _xml('%s.%s' % (suite_name, suite)), _xml(check['name'])))
+        cases = out.suite('%s.%s' % (suite_name, suite))
+        for check in checks:
+            if check['node'] != suite:
+                continue
             message = check.get('message') or ''
             if check['status'] == 'passed':
-                parts.append('>\n      <system-out>%s</system-out>\n    </testcase>\n' % _xml(message)
-                             if message else '/>\n')
+                cases.append(reports.case(check['name'], 'passed', body=message or None))
             elif check['status'] == 'skipped':
-                parts.append('>\n      <skipped message="%s"/>\n    </testcase>\n' % _xml(message))
+                cases.append(reports.case(check['name'], 'skipped', message))
             else:
-                parts.append('>\n      <failure message="%s">%s</failure>\n    </testcase>\n' % (
-                    _xml(message.split('\n')[0][:500]), _xml(message)))
-        parts.append('  </testsuite>\n')
-    parts.append('</testsuites>\n')
-    return ''.join(parts)
+                cases.append(reports.case(check['name'], 'failed', message.split('\n')[0][:500], message))
+    out.paragraph('**%s** on %d nodes at %s: %d checks, %d failed, %d skipped.' % (
+        verdict, len(report['nodes']), reports.md_line(report.get('generated_at', '')), len(checks),
+        len(failed), sum(c['status'] == 'skipped' for c in checks)))
+    if failed:
+        out.heading('Failed')
+        out.bullets('%s on %s: %s' % (c['name'], c['node'], c.get('message')) for c in failed)
+    matrix = report.get('matrix')
+    if matrix:
+        out.heading('Pair bandwidth (%s, worse direction judged)' % report.get('tool', 'iperf3'))
+        headers, rows = matrix_table(matrix)
+        out.table(headers, rows)
+        out.bullets(_verdict_lines(matrix, 'pair'))
+    mtu = report.get('mtu')
+    if mtu:
+        out.heading('MTU path check')
+        out.bullets(['nodes that cannot pass a full-size frame to any peer: %s' % (', '.join(mtu['bad_nodes']) or 'none')]
+                    + ['%s-%s: %s' % (p['a'], p['b'], p['reason']) for p in mtu['pairs'] if p['status'] != 'ok'])
+    out.heading('Checks')
+    out.table(['node', 'check', 'status', 'message'],
+              [[c['node'], c['name'], c['status'], c.get('message')] for c in checks])
+    return out
 
 
-def _md(value):
-    text = u'%s' % ('' if value is None else value,)
-    return ' '.join(text.replace('|', '\\|').split())
+def render_json(report):
+    """The report as sorted, indented JSON text."""
+    return _build(report).render_json()
+
+
+def render_junit(report):
+    """JUnit XML: one ``<testsuite>`` per node (and ``fleet``), one ``<testcase>`` per check."""
+    return _build(report).render_junit()
 
 
 def _gbps(value):
     return '-' if value is None else '%.2f' % value
 
 
-def render_matrix(verdict, unit='Gb/s'):
-    """Markdown table of a pair verdict: row = sender, column = receiver, figures in ``unit``."""
+def matrix_table(verdict, unit='Gb/s'):
+    """Headers and rows of a pair verdict's table: row = sender, column = receiver, figures in
+    ``unit``, a pair that is not ok marked with its status."""
     nodes = verdict['nodes_order']
     legs = {}
+    status = {}
     for pair in verdict['pairs']:
         legs[(pair['a'], pair['b'])] = pair['a_to_b_gbps']
         legs[(pair['b'], pair['a'])] = pair['b_to_a_gbps']
-    status = dict(((p['a'], p['b']), p['status']) for p in verdict['pairs'])
-    status.update(dict(((p['b'], p['a']), p['status']) for p in verdict['pairs']))
-    lines = ['| from \\ to (%s) | %s |' % (unit, ' | '.join(_md(n) for n in nodes)),
-             '|---|%s' % ('---|' * len(nodes))]
+        status[(pair['a'], pair['b'])] = status[(pair['b'], pair['a'])] = pair['status']
+    rows = []
     for src in nodes:
-        cells = []
+        cells = [src]
         for dst in nodes:
             if src == dst:
                 cells.append('')
                 continue
             mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % status.get((src, dst), '?')
             cells.append(_gbps(legs.get((src, dst))) + mark)
-        lines.append('| %s | %s |' % (_md(src), ' | '.join(cells)))
-    return '\n'.join(lines)
+        rows.append(cells)
+    return ['from / to (%s)' % unit] + list(nodes), rows
 
 
 def _verdict_lines(verdict, what):
-    lines = ['- reference (median of the nodes\' best pairs): %s, threshold %s (fraction %s)%s' % (
+    lines = ['reference (median of the nodes\' best pairs): %s, threshold %s (fraction %s)%s' % (
         _gbps(verdict['reference_gbps']), _gbps(verdict['threshold_gbps']), verdict['fraction'],
         '' if verdict.get('floor_gbps') is None else ', floor %s' % _gbps(verdict['floor_gbps']))]
-    lines.append('- bad nodes: %s' % (', '.join(verdict['bad_nodes']) or 'none'))
+    lines.append('bad nodes: %s' % (', '.join(verdict['bad_nodes']) or 'none'))
     links = ', '.join('%s-%s' % tuple(link) for link in verdict['bad_links'])
-    lines.append('- bad links: %s' % (links or 'none'))
+    lines.append('bad links: %s' % (links or 'none'))
     for item in verdict.get('not_reproduced') or []:
-        lines.append('- not reproduced on retest: %s' % (
+        lines.append('not reproduced on retest: %s' % (
             item['node'] if 'node' in item else '%s-%s' % tuple(item['link'])))
     for pair in verdict['pairs']:
         if pair['status'] != 'ok':
-            lines.append('- %s %s-%s: %s' % (what, pair['a'], pair['b'], _md(pair['reason'])))
+            lines.append('%s %s-%s: %s' % (what, pair['a'], pair['b'], pair['reason']))
     return lines
 
 
-def render_markdown(report, title='Cluster acceptance (validate)'):
+def render_markdown(report):
     """Markdown: verdict, the checks that did not pass, the bandwidth matrix, every check."""
-    report = _check_report(report)
-    checks = report['checks']
-    failed = [c for c in checks if c['status'] == 'failed']
-    lines = ['# %s' % title, '',
-             '**%s** on %d nodes at %s: %d checks, %d failed, %d skipped.' % (
-                 'PASSED' if report.get('ok') else 'FAILED', len(report['nodes']),
-                 report.get('generated_at', ''), len(checks), len(failed),
-                 sum(c['status'] == 'skipped' for c in checks)), '']
-    if failed:
-        lines += ['## Failed', '']
-        lines += ['- %s on %s: %s' % (_md(c['name']), _md(c['node']), _md(c.get('message'))) for c in failed]
-        lines.append('')
-    matrix = report.get('matrix')
-    if matrix:
-        lines += ['## Pair bandwidth (%s, worse direction judged)' % _md(report.get('tool', 'iperf3')), '',
-                  render_matrix(matrix), '']
-        lines += _verdict_lines(matrix, 'pair') + ['']
-    mtu = report.get('mtu')
-    if mtu:
-        lines += ['## MTU path check', '']
-        lines.append('- nodes that cannot pass a full-size frame to any peer: %s' % (
-            ', '.join(mtu['bad_nodes']) or 'none'))
-        lines += ['- %s-%s: %s' % (p['a'], p['b'], _md(p['reason'])) for p in mtu['pairs'] if p['status'] != 'ok']
-        lines.append('')
-    lines += ['## Checks', '', '| node | check | status | message |', '|---|---|---|---|']
-    lines += ['| %s | %s | %s | %s |' % (_md(c['node']), _md(c['name']), c['status'], _md(c.get('message')))
-              for c in checks]
-    return '\n'.join(lines) + '\n'
+    return _build(report).render_markdown()
 
 
+VERDICT_KINDS = ('passed', 'failed', 'bad_node', 'bad_link', 'mtu_path')
 _PROM_HELP = (
-    ('gpucluster_validate_ok', 'Result of the last acceptance run on this node: 1 passed, 0 failed.'),
+    ('gpucluster_validate_ok', 'Last acceptance run for this node: 1 the run passed and nothing named this node, else 0.'),
+    ('gpucluster_validate_verdict',
+     'Last acceptance run, one series per verdict kind, 1 when it applies: passed/failed (the whole run), '
+     'bad_node (this node), bad_link (a link of this node), mtu_path (this node drops full-size frames).'),
     ('gpucluster_validate_last_run_timestamp_seconds', 'Unix time of the last acceptance run.'),
     ('gpucluster_validate_checks_failed', 'Checks of this node (and of the fleet) that failed in the last run.'),
-    ('gpucluster_validate_pair_bandwidth_gbps', 'Pair bandwidth from this node to a peer, Gb/s, last run.'),
+    ('gpucluster_validate_pair_bandwidth_bytes_per_second',
+     'Pair bandwidth measured in the last run between this node and a peer; direction out: this node sends.'),
     ('gpucluster_validate_pair_ok', 'Verdict on the pair of this node and a peer: 1 ok, 0 low or failed.'),
 )
+
+# The names of the metrics render_prom writes (dashboards and rules may use only these).
+METRIC_NAMES = tuple(name for name, dummy in _PROM_HELP)
 
 
 def _label(value):
     return str(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
+
+
+def _float(value):
+    return repr(float(value))
 
 
 def render_prom(report, node, timestamp):
@@ -254,29 +244,59 @@ def render_prom(report, node, timestamp):
         raise ReportInputError('node %r is not in the report (nodes: %s)' % (node, ', '.join(report['nodes'])))
     samples = dict((entry[0], []) for entry in _PROM_HELP)
     mine = [c for c in report['checks'] if c['node'] in (node, 'fleet')]
-    node_ok = not any(c['status'] == 'failed' for c in mine if c['node'] == node)
-    matrix = report.get('matrix')
-    if matrix:
-        node_ok = node_ok and node not in matrix['bad_nodes'] and not any(node in l for l in matrix['bad_links'])
-    samples['gpucluster_validate_ok'].append(('', '1' if (report.get('ok') and node_ok) else '0'))
-    samples['gpucluster_validate_last_run_timestamp_seconds'].append(('', repr(float(timestamp))))
+    matrix = report.get('matrix') or {}
+    mtu = report.get('mtu') or {}
+    kinds = {
+        'passed': bool(report.get('ok')),
+        'failed': not report.get('ok'),
+        'bad_node': node in matrix.get('bad_nodes', ()),
+        'bad_link': any(node in link for link in matrix.get('bad_links', ())),
+        'mtu_path': node in mtu.get('bad_nodes', ()),
+    }
+    node_ok = kinds['passed'] and not any(c['status'] == 'failed' for c in mine if c['node'] == node) \
+        and not (kinds['bad_node'] or kinds['bad_link'] or kinds['mtu_path'])
+    samples['gpucluster_validate_ok'].append(('', '1' if node_ok else '0'))
+    for kind in VERDICT_KINDS:
+        samples['gpucluster_validate_verdict'].append(('{verdict="%s"}' % kind, '1' if kinds[kind] else '0'))
+    samples['gpucluster_validate_last_run_timestamp_seconds'].append(('', _float(timestamp)))
     samples['gpucluster_validate_checks_failed'].append(('', str(sum(c['status'] == 'failed' for c in mine))))
     tool = report.get('tool', 'iperf3')
-    for pair in (matrix or {}).get('pairs', []):
+    for pair in matrix.get('pairs', []):
         if node not in (pair['a'], pair['b']):
             continue
         peer = pair['b'] if pair['a'] == node else pair['a']
-        value = pair['a_to_b_gbps'] if pair['a'] == node else pair['b_to_a_gbps']
-        labels = '{peer="%s",tool="%s"}' % (_label(peer), _label(tool))
-        if value is not None:
-            samples['gpucluster_validate_pair_bandwidth_gbps'].append((labels, repr(float(value))))
+        out = pair['a_to_b_gbps'] if pair['a'] == node else pair['b_to_a_gbps']
+        back = pair['b_to_a_gbps'] if pair['a'] == node else pair['a_to_b_gbps']
+        for direction, value in (('out', out), ('in', back)):
+            if value is not None:
+                samples['gpucluster_validate_pair_bandwidth_bytes_per_second'].append((
+                    '{peer="%s",direction="%s",tool="%s"}' % (_label(peer), direction, _label(tool)),
+                    _float(value * 1e9 / 8)))
         bad = pair['status'] != 'ok' and (
             pair['a'] in matrix['bad_nodes'] or pair['b'] in matrix['bad_nodes']
             or [pair['a'], pair['b']] in matrix['bad_links'])
-        samples['gpucluster_validate_pair_ok'].append((labels, '0' if bad else '1'))
+        samples['gpucluster_validate_pair_ok'].append(('{peer="%s"}' % _label(peer), '0' if bad else '1'))
     lines = []
     for name, text in _PROM_HELP:
         if samples[name]:
             lines += ['# HELP %s %s' % (name, text), '# TYPE %s gauge' % name]
             lines += ['%s%s %s' % (name, labels, value) for labels, value in samples[name]]
     return '\n'.join(lines) + '\n'
+
+
+def drain_plan(report):
+    """``[{'node', 'reason'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
+    reason (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
+    pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
+    one bad cable or port) drains neither end, and nothing is drained from a report without verdicts."""
+    report = _check_report(report)
+    stamp = report.get('generated_at') or 'unknown time'
+    reasons = {}
+    matrix = report.get('matrix') or {}
+    for node in matrix.get('bad_nodes', ()):
+        reasons.setdefault(node, []).append('every pair below %s Gb/s (fleet %s Gb/s)' % (
+            _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
+    for node in (report.get('mtu') or {}).get('bad_nodes', ()):
+        reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
+    return [{'node': node, 'reason': 'gpucluster validate %s: %s' % (stamp, '; '.join(reasons[node]))}
+            for node in report['nodes'] if node in reasons]

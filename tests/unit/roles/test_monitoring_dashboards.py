@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_prom
+from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 ROLE = os.path.join(REPO, 'roles', 'monitoring')
@@ -40,7 +41,8 @@ HEALTH_METRICS = {
     'gpucluster_gpu_pcie_link_gen', 'gpucluster_gpu_pcie_link_gen_max', 'gpucluster_gpu_persistence_mode',
     'gpucluster_node_version_info',
 }
-OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'}
+OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'} \
+    | set(validate_report.METRIC_NAMES)   # playbooks/validate.yml's gpucluster_validate.prom
 # node_exporter 1.5.0's infiniband collector, as printed by Debian's binary over a synthetic sysfs tree.
 INFINIBAND_METRICS = {
     'node_infiniband_info', 'node_infiniband_state_id', 'node_infiniband_physical_state_id',

@@ -76,8 +76,8 @@ def test_limits_default_no_nproc_and_services_keep_systemds_nofile():
 def test_limits_scoped_to_a_group_with_nproc_and_a_service_default():
     variables = _os_tuning(os_tuning_limits_domains=['@hpcusers', 'root'], os_tuning_limits_nproc=65536,
                            os_tuning_limits_systemd_nofile='1024:524288', os_tuning_limits_memlock=8192)
-    limits = [line.split() for line in _lines(_render(variables, 'os_tuning', 'templates', 'etc', 'security',
-                                                         'limits.d', '90-gpucluster.conf.j2'))]
+    text = _render(variables, 'os_tuning', 'templates', 'etc', 'security', 'limits.d', '90-gpucluster.conf.j2')
+    limits = [line.split() for line in _lines(text)]
     assert sorted(set(row[0] for row in limits)) == ['@hpcusers', 'root']
     assert ['@hpcusers', 'hard', 'nproc', '65536'] in limits
     assert ['root', 'soft', 'memlock', '8192'] in limits

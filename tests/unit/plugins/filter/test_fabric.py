@@ -10,6 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.core.plugins.filter import fabric
+from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 NODES = ['n1', 'n2', 'n3']
 
@@ -109,7 +110,8 @@ SLOW_N3 = _all(1.0, {('n3', 'n1'): 0.2, ('n3', 'n2'): 0.2})
 def test_markdown_shows_the_matrix_and_the_bad_node():
     text = fabric.validate_report_markdown(_report(SLOW_N3))
     assert '**FAILED** on 3 nodes' in text
-    assert '| from \\ to (Gb/s) | n1 | n2 | n3 |' in text
+    assert text.startswith('# Cluster acceptance (validate): FAILED\n')
+    assert '| from / to (Gb/s) | n1 | n2 | n3 |' in text
     assert '| n3 | 0.20 **low** | 0.20 **low** |  |' in text
     assert '- bad nodes: n3' in text and '- bad links: none' in text
 
@@ -136,16 +138,25 @@ def test_prom_metrics_per_node():
     report = _report(SLOW_N3)
     n3 = fabric.validate_report_prom(report, 'n3', 1700000000)
     assert 'gpucluster_validate_ok 0' in n3
-    assert 'gpucluster_validate_pair_bandwidth_gbps{peer="n1",tool="iperf3"} 0.2' in n3
-    assert 'gpucluster_validate_pair_ok{peer="n1",tool="iperf3"} 0' in n3
+    # n3 sends 0.2 Gb/s to n1 and receives the healthy 1 Gb/s: both directions, in bytes per second.
+    assert 'gpucluster_validate_pair_bandwidth_bytes_per_second{peer="n1",direction="out",tool="iperf3"} 25000000.0' in n3
+    assert 'gpucluster_validate_pair_bandwidth_bytes_per_second{peer="n1",direction="in",tool="iperf3"} 125000000.0' in n3
+    assert 'gpucluster_validate_pair_ok{peer="n1"} 0' in n3
     assert 'gpucluster_validate_last_run_timestamp_seconds 1700000000.0' in n3
+    assert 'gpucluster_validate_verdict{verdict="bad_node"} 1' in n3
+    assert 'gpucluster_validate_verdict{verdict="failed"} 1' in n3
+    assert 'gpucluster_validate_verdict{verdict="passed"} 0' in n3
     n1 = fabric.validate_report_prom(report, 'n1', 1700000000)
     # n1 -> n3 figure is the healthy direction; the pair is still bad (n3 is the bad node).
-    assert 'gpucluster_validate_pair_bandwidth_gbps{peer="n3",tool="iperf3"} 1.0' in n1
-    assert 'gpucluster_validate_pair_ok{peer="n2",tool="iperf3"} 1' in n1
+    assert 'gpucluster_validate_pair_bandwidth_bytes_per_second{peer="n3",direction="out",tool="iperf3"} 125000000.0' in n1
+    assert 'gpucluster_validate_pair_ok{peer="n2"} 1' in n1
     assert 'gpucluster_validate_ok 0' in n1  # the run failed
+    assert 'gpucluster_validate_verdict{verdict="bad_node"} 0' in n1
     healthy = fabric.validate_report_prom(_report(_all(1.0)), 'n1', 1)
     assert 'gpucluster_validate_ok 1' in healthy
+    assert 'gpucluster_validate_verdict{verdict="passed"} 1' in healthy
+    assert healthy.count('gpucluster_validate_verdict{') == len(validate_report.VERDICT_KINDS)
+    assert healthy.count('gpucluster_validate_pair_bandwidth_bytes_per_second{') == 4  # 2 peers x 2 directions
     for line in healthy.splitlines():
         assert line.startswith('#') or line.split()[-1].replace('.', '', 1).isdigit()
     with pytest.raises(AnsibleFilterError, match='not in the report'):
@@ -156,9 +167,26 @@ def test_bad_link_only_marks_its_ends():
     report = _report(_all(1.0, {('n2', 'n3'): 0.2}))
     assert report['matrix']['bad_links'] == [['n2', 'n3']]
     n1 = fabric.validate_report_prom(report, 'n1', 1)
-    assert 'gpucluster_validate_pair_ok{peer="n2",tool="iperf3"} 1' in n1
+    assert 'gpucluster_validate_pair_ok{peer="n2"} 1' in n1
+    assert 'gpucluster_validate_verdict{verdict="bad_link"} 0' in n1
     n2 = fabric.validate_report_prom(report, 'n2', 1)
-    assert 'gpucluster_validate_pair_ok{peer="n3",tool="iperf3"} 0' in n2
+    assert 'gpucluster_validate_pair_ok{peer="n3"} 0' in n2
+    assert 'gpucluster_validate_verdict{verdict="bad_link"} 1' in n2
+    assert 'gpucluster_validate_verdict{verdict="bad_node"} 0' in n2
+
+
+def test_drain_plan_names_bad_nodes_with_the_reason_and_never_link_ends():
+    plan = fabric.validate_drain_plan(_report(SLOW_N3))
+    assert [p['node'] for p in plan] == ['n3']
+    assert plan[0]['reason'].startswith('gpucluster validate 2026-12-01T00:00:00Z: every pair below ')
+    # A bad link blames the cable, not a node: nothing is drained.
+    assert fabric.validate_drain_plan(_report(_all(1.0, {('n2', 'n3'): 0.2}))) == []
+    assert fabric.validate_drain_plan(_report(_all(1.0))) == []
+    mtu = {'bad_nodes': ['n2'], 'pairs': []}
+    plan = fabric.validate_drain_plan(dict(_report(_all(1.0)), mtu=mtu, matrix=None))
+    assert plan == [{'node': 'n2', 'reason': 'gpucluster validate 2026-12-01T00:00:00Z: full-size frames to no peer (MTU path)'}]
+    with pytest.raises(AnsibleFilterError, match='validate_drain_plan|drain_plan'):
+        fabric.validate_drain_plan({'checks': 'no'})
 
 
 def test_ping_results_become_matrix_measurements():

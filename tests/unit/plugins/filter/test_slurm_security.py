@@ -90,8 +90,8 @@ def test_prolog_flags_through_conf_extra_is_refused():
 
 
 def test_pam_lines_exempt_groups_first_then_adopt_last():
-    lines = s.pam_adopt_lines(['hpcadmin', 'ops'], {'action_generic_failure': 'deny', 'action_adopt_failure': 'deny',
-                                                  'disable_x11': True})
+    options = {'action_generic_failure': 'deny', 'action_adopt_failure': 'deny', 'disable_x11': True}
+    lines = s.pam_adopt_lines(['hpcadmin', 'ops'], options)
     assert lines == [
         'account    sufficient   pam_succeed_if.so quiet user ingroup hpcadmin',
         'account    sufficient   pam_succeed_if.so quiet user ingroup ops',

@@ -308,7 +308,7 @@ def test_json_report(tmp_path):
 
 def test_markdown_table_and_cap():
     hosts, findings, stats, summary = _sample()
-    text = drift.render_markdown(summary, findings, stats)
+    text = drift_reports.render_markdown(summary, findings, stats)
     assert text.startswith('# GPU stack drift audit: FAILED\n')
     assert '| critical | host3 | cuda_toolkit | 12.4.1 | 12.2.0 | baseline |' in text
     assert '| critical | host2 | nccl | 2.21.5-1+cuda12.4 | 2.20.3-1+cuda12.4 | majority |' in text
@@ -317,17 +317,17 @@ def test_markdown_table_and_cap():
     assert '| critical | host4 | all 3 checked | unreachable: <ssh> & "timeout" | absent | unknown |' in text
     rows = [line for line in text.splitlines() if line.startswith('| critical')]
     assert len(rows) == 3
-    capped = drift.render_markdown(summary, findings, stats, max_rows=2)
+    capped = drift_reports.render_markdown(summary, findings, stats, max_rows=2)
     assert len([line for line in capped.splitlines() if line.startswith('| critical')]) == 2
     assert '1 more rows are in drift.json.' in capped
 
 
 def test_markdown_escapes_pipes_and_passes():
     summary = drift.summarize(['a'], [], {'checks': {'a': ['kernel']}, 'distribution': {}})
-    assert 'No drift' in drift.render_markdown(summary, [], {'checks': {}, 'distribution': {}})
+    assert 'No drift' in drift_reports.render_markdown(summary, [], {'checks': {}, 'distribution': {}})
     finding = {'host': 'a|b', 'component': 'kernel', 'expected': 'x|y', 'found': None, 'kind': 'baseline',
                'severity': 'critical'}
-    text = drift.render_markdown(dict(summary, findings=1, failed=True), [finding], {})
+    text = drift_reports.render_markdown(dict(summary, findings=1, failed=True), [finding], {})
     assert '| critical | a\\|b | kernel | x\\|y | absent | baseline |' in text
 
 
