@@ -70,3 +70,28 @@ def test_bad_input_is_refused_and_changes_nothing(lab, extra, says):
     # No Slurm command (drain, job), no measurement ran; no report, no work directory was made.
     assert not lab['calls'].exists(), lab['calls'].read_text()
     assert not (lab['root'] / 'report').exists() and not (lab['root'] / 'work').exists()
+
+
+def test_a_run_without_the_lab_parts_writes_reports_and_metrics(lab):
+    """Matrix, MTU check and the Slurm job off (they need a lab: molecule/default/verify_validate.yml):
+    the checks that remain pass, the three reports and each node's textfile metrics are written,
+    and nothing is drained."""
+    textfile = lab['root'] / 'textfile'
+    textfile.mkdir()
+    rc, out = run(lab, {'validate_matrix': False, 'validate_mtu_check': False, 'validate_ddp': False,
+                        'validate_textfile_dir': str(textfile), 'validate_report_dir': str(lab['root'] / 'ok-report')})
+    assert rc == 0, out
+    assert 'Validation passed on 2 nodes' in out
+    with open(str(lab['root'] / 'ok-report' / 'validate.json')) as handle:
+        report = json.load(handle)
+    assert report['ok'] is True and report['nodes'] == ['node-a', 'node-b']
+    statuses = dict(((c['node'], c['name']), c['status']) for c in report['checks'])
+    assert statuses[('fleet', 'pair_matrix')] == 'skipped' and statuses[('fleet', 'ddp_allreduce')] == 'skipped'
+    assert (lab['root'] / 'ok-report' / 'validate.md').read_text().startswith('# Cluster acceptance (validate): PASSED\n')
+    assert (lab['root'] / 'ok-report' / 'validate.junit.xml').read_text().startswith('<?xml')
+    # Both hosts are this machine: the one textfile holds the last node's metrics (written as root:root,
+    # so only a root test run can write it).
+    if os.geteuid() == 0:
+        prom = (textfile / 'gpucluster_validate.prom').read_text()
+        assert 'gpucluster_validate_verdict{verdict="passed"} 1' in prom and 'gpucluster_validate_ok 1' in prom
+    assert not lab['calls'].exists(), lab['calls'].read_text()
