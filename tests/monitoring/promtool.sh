@@ -3,7 +3,9 @@
 #   1. render the alert rules and their unit tests with the role defaults (and with a second,
 #      short-duration set like the lab's), 2. `promtool check rules`, 3. `promtool test rules`,
 #   4. every PromQL expression of the shipped Grafana dashboards parses (`promtool check rules`
-#      over a generated file of recording rules).
+#      over a generated file of recording rules), 5. the node_exporter textfile the health program
+#      writes passes `promtool check metrics` (the metric-name lint) for every real recording
+#      (tests/monitoring/health_corpus.py; the corpus is $GPUCLUSTER_FIXTURES or ../shared/fixtures).
 # promtool comes from PATH, else from Debian's `prometheus` package unpacked (not installed)
 # into .cache/promtool via `apt-get download` (a Debian/Ubuntu controller with apt sources).
 set -euo pipefail
@@ -54,3 +56,17 @@ run_set lab -e monitoring_alert_node_down_for=5s -e monitoring_alert_default_for
 echo "== dashboard queries parse"
 "$PY" "$ROOT/tests/monitoring/dashboard_queries.py" rules > "$WORK/dashboards.rules.yml"
 "$PROMTOOL" check rules "$WORK/dashboards.rules.yml"
+
+echo "== health program textfiles pass promtool's metric lint (every real recording)"
+"$PY" "$ROOT/tests/monitoring/health_corpus.py" --textfiles "$WORK/textfiles" > "$WORK/textfiles.list"
+linted=0
+while read -r prom; do
+  # check metrics exits 0 without a word when the lint is clean; any problem is printed and fails the stage.
+  if ! problems="$("$PROMTOOL" check metrics < "$prom" 2>&1)" || [ -n "$problems" ]; then
+    echo "promtool.sh: $(basename "$prom"): $problems" >&2
+    exit 1
+  fi
+  linted=$((linted + 1))
+done < "$WORK/textfiles.list"
+[ "$linted" -gt 0 ] || { echo "promtool.sh: no health program textfile to lint" >&2; exit 1; }
+echo "  SUCCESS: $linted textfiles"

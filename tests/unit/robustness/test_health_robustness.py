@@ -2,7 +2,8 @@
 """Robustness of the health path: the node health program and the Slurm HealthCheckProgram wrapper.
 
 Three tables, each case with its exact outcome:
-  - WRAPPER_CASES: the wrapper (roles/slurm/files/gpucluster_slurm_healthcheck.py) against a scripted
+  - WRAPPER_CASES: the wrapper (roles/slurm: module_utils/slurm_health.py and files/gpucluster_slurm_healthcheck.py,
+    imported from the archive the role installs) against a scripted
     health program (every exit code / JSON / timeout shape) and a stand-in scontrol (node state and
     drain reason): the scontrol update it makes, or none.
   - CLI_*: the node health program (roles/health_check/files/gpucluster_health_cli.py, assembled as a
@@ -16,6 +17,7 @@ drained), 'unknown' (the program's own verdict, exit 3).
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import atexit
 import datetime
 import importlib
 import io
@@ -25,20 +27,26 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 import yaml
 
+from ansible_collections.gpucluster.core.plugins.module_utils import slurm_health
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 MODULE_UTILS = os.path.join(REPO, 'plugins', 'module_utils')
 CLI = os.path.join(REPO, 'roles', 'health_check', 'files', 'gpucluster_health_cli.py')
-WRAPPER = os.path.join(REPO, 'roles', 'slurm', 'files', 'gpucluster_slurm_healthcheck.py')
 P = 'gpucluster-health'
 
-_SPEC = importlib.util.spec_from_file_location('hw_robust_slurm_healthcheck', WRAPPER)
-hc = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(hc)
+sys.path.insert(0, os.path.join(REPO, 'tests'))
+import node_programs  # noqa: E402
+
+# The wrapper's front end imported from the archive the slurm role installs (built as the role builds it).
+_ARCHIVE_DIR = tempfile.mkdtemp(prefix='slurm-healthcheck-robustness-')
+atexit.register(shutil.rmtree, _ARCHIVE_DIR, True)
+hc = node_programs.import_front_end('slurm_healthcheck', _ARCHIVE_DIR)
 
 
 def _script(path, body):
@@ -566,7 +574,7 @@ def test_wrapper_on_the_real_program(real_fixtures_dir, node, cluster, smi, expe
     assert outcome_of(update, node_state) == outcome
     if outcome == 'drain':
         assert update.startswith(DRAIN + 'gpucluster-health: ') and reason in update, update
-        assert len(update) - len(DRAIN) <= hc.REASON_MAX
+        assert len(update) - len(DRAIN) <= slurm_health.REASON_MAX
     elif outcome == 'resume':
         assert update == RESUME
     else:

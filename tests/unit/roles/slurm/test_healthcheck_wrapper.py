@@ -1,20 +1,29 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The HealthCheckProgram wrapper of roles/slurm (files/gpucluster_slurm_healthcheck.py)."""
+"""The HealthCheckProgram wrapper of roles/slurm: its decisions (module_utils/slurm_health.py) and its front end
+(files/gpucluster_slurm_healthcheck.py) run from the archive the role installs."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import importlib.util
+import atexit
 import json
 import os
+import shutil
 import stat
+import sys
+import tempfile
 
 import pytest
 
+from ansible_collections.gpucluster.core.plugins.module_utils import slurm_health as sh
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
-_PATH = os.path.join(REPO, 'roles', 'slurm', 'files', 'gpucluster_slurm_healthcheck.py')
-_SPEC = importlib.util.spec_from_file_location('gpucluster_slurm_healthcheck', _PATH)
-hc = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(hc)
+sys.path.insert(0, os.path.join(REPO, 'tests'))
+import node_programs  # noqa: E402
+
+# The front end imported from the archive the slurm role installs (built as the role builds it).
+_ARCHIVE_DIR = tempfile.mkdtemp(prefix='slurm-healthcheck-test-')
+atexit.register(shutil.rmtree, _ARCHIVE_DIR, True)
+hc = node_programs.import_front_end('slurm_healthcheck', _ARCHIVE_DIR)
 
 CRIT = json.dumps({'status': 'critical', 'issues': [
     {'gpu': 1, 'check': 'row_remap', 'severity': 'critical', 'message': 'row remap pending'},
@@ -32,15 +41,15 @@ P = 'gpucluster-health'
     (127, '', 'unknown'),
 ])
 def test_parse_report(rc, out, status):
-    assert hc.parse_report(rc, out)[0] == status
+    assert sh.parse_report(rc, out)[0] == status
 
 
 def test_drain_reason_lists_critical_findings_only():
-    _status, issues, _why = hc.parse_report(2, CRIT)
-    assert hc.drain_reason(P, issues) == 'gpucluster-health: gpu1 row remap pending; GPU3 Xid 79 fell off the bus'
-    assert hc.drain_reason(P, []) == 'gpucluster-health: health program reports critical'
+    _status, issues, _why = sh.parse_report(2, CRIT)
+    assert sh.drain_reason(P, issues) == 'gpucluster-health: gpu1 row remap pending; GPU3 Xid 79 fell off the bus'
+    assert sh.drain_reason(P, []) == 'gpucluster-health: health program reports critical'
     long_issues = [{'gpu': i, 'severity': 'critical', 'message': 'x' * 50} for i in range(10)]
-    assert len(hc.drain_reason(P, long_issues)) == hc.REASON_MAX
+    assert len(sh.drain_reason(P, long_issues)) == sh.REASON_MAX
 
 
 @pytest.mark.parametrize('text, flags, reason', [
@@ -51,7 +60,7 @@ def test_drain_reason_lists_critical_findings_only():
      {'MIXED', 'DRAIN'}, 'operator: fan swap'),
 ])
 def test_parse_node(text, flags, reason):
-    assert hc.parse_node(text) == (flags, reason)
+    assert sh.parse_node(text) == (flags, reason)
 
 
 ISSUES = [{'gpu': 1, 'severity': 'critical', 'message': 'row remap pending'}]
@@ -72,7 +81,7 @@ OURS = 'gpucluster-health: gpu1 row remap pending'
     ('unknown', {'IDLE'}, '', 'none'),
 ])
 def test_decide(status, flags, reason, action):
-    got = hc.decide(status, ISSUES, flags, reason, P)
+    got = sh.decide(status, ISSUES, flags, reason, P)
     if action == 'none':
         assert got[0] == 'none'
     else:
