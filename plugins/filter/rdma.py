@@ -48,6 +48,10 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _choice_error(name, choices, value):
+    return '%s must be one of %s (got %r)' % (name, ', '.join(choices), value)
+
+
 def _version_tuple(text):
     match = re.match(r'^\s*(\d+)\.(\d+)', str(text))
     if not match:
@@ -266,7 +270,7 @@ def _sm_errors(cfg):
     errors = []
     sm = cfg.get('rdma_subnet_manager')
     if sm not in SUBNET_MANAGERS:
-        return ['rdma_subnet_manager must be one of %s (got %r)' % (', '.join(SUBNET_MANAGERS), sm)]
+        return [_choice_error('rdma_subnet_manager', SUBNET_MANAGERS, sm)]
     if sm == 'host':
         if cfg.get('rdma_fabric') != 'infiniband':
             errors.append('rdma_subnet_manager: host is for InfiniBand; RoCE needs no subnet manager '
@@ -289,7 +293,7 @@ def _gpudirect_errors(cfg):
     errors = []
     mode = cfg.get('rdma_gpudirect')
     if mode not in GPUDIRECT:
-        return ['rdma_gpudirect must be one of %s (got %r)' % (', '.join(GPUDIRECT), mode)]
+        return [_choice_error('rdma_gpudirect', GPUDIRECT, mode)]
     if mode == 'peermem' and cfg.get('rdma_stack') == 'inbox':
         errors.append('rdma_gpudirect: peermem needs rdma_stack: doca; with the inbox stack nvidia_peermem fails to '
                       'load ("Unknown symbol ib_register_peer_memory_client"). Use rdma_gpudirect: dmabuf')
@@ -352,7 +356,7 @@ def rdma_input_errors(cfg):
     errors = []
     fabric = cfg.get('rdma_fabric')
     if fabric not in FABRICS:
-        return ['rdma_fabric (gpucluster_fabric) must be one of %s (got %r)' % (', '.join(FABRICS), fabric)]
+        return [_choice_error('rdma_fabric (gpucluster_fabric)', FABRICS, fabric)]
     if fabric == 'none':
         return errors
     if cfg.get('rdma_stack') not in STACKS:
@@ -366,8 +370,7 @@ def rdma_input_errors(cfg):
     if not isinstance(extra, list) or not all(isinstance(p, str) and _WORD_RE.match(p) for p in extra):
         errors.append('rdma_extra_packages must be a list of package names (got %r)' % (extra,))
     if cfg.get('rdma_network_renderer') not in RENDERERS:
-        errors.append('rdma_network_renderer must be one of %s (got %r)'
-                      % (', '.join(RENDERERS), cfg.get('rdma_network_renderer')))
+        errors.append(_choice_error('rdma_network_renderer', RENDERERS, cfg.get('rdma_network_renderer')))
     errors.extend(ipoib_errors(cfg))
     if fabric == 'roce':
         errors.extend(_roce_errors(cfg))

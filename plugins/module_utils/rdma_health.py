@@ -11,11 +11,12 @@ a node that should be on the fabric (``expect_present``) but shows no RDMA adapt
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-# One exposition format for every textfile the health program writes.
+# One exposition format for every textfile the health program writes, and one status scale
+# (worst_status: critical > warning > unknown > ok; info never changes the status).
+from .gpu_health import STATUS_VALUES, worst_status
 from .gpu_prom import _escape, _number
 
 SEVERITY_ORDER = ('critical', 'warning', 'unknown', 'info')
-STATUS_VALUES = {'ok': 0, 'warning': 1, 'critical': 2, 'unknown': 3}
 ACTIVE_STATES = ('ACTIVE', 'ACTIVE_DEFER')
 
 # (metric, type, help) of the samples prometheus_samples() emits.
@@ -35,15 +36,6 @@ METRICS = (
 
 def _issue(check, severity, message, hca=None, port=None):
     return {'gpu': None, 'hca': hca, 'port': port, 'check': check, 'severity': severity, 'message': message}
-
-
-def worst_status(issues):
-    """ok / warning / critical / unknown over issues; info never changes the status."""
-    severities = set(i.get('severity') for i in issues)
-    for severity in ('critical', 'warning', 'unknown'):
-        if severity in severities:
-            return severity
-    return 'ok'
 
 
 def health_issues(rdma, expect_present=False):

@@ -1,8 +1,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # Installed by gpucluster.core.health_check as gpucluster_health/cli.py; /usr/local/sbin/gpucluster-health
 # runs main(). The checks are the modules next to it in that package: byte-identical copies of the
-# collection's plugins/module_utils/gpu_*.py and atomic_file.py, so this program and the gpucluster.core.gpu_facts
-# module give the same verdict. Python 3.9+, standard library only.
+# collection's plugins/module_utils/gpu_*.py, rdma_sysfs.py, rdma_health.py and atomic_file.py, so this program
+# and the gpucluster.core.gpu_facts / rdma_facts modules give the same verdict. Python 3.9+, standard library only.
 """gpucluster-health: GPU node health verdict for Slurm, monitoring and people.
 
 Exit codes: 0 ok, 1 warning, 2 critical, 3 unknown (the health could not be determined, or
@@ -30,7 +30,10 @@ import traceback
 DEFAULT_CONFIG = '/etc/gpucluster/health.json'
 TEXTFILE_NAME = 'gpucluster_health.prom'
 CONFIG_KEYS = ('nvidia_smi_path', 'expected_count', 'thresholds', 'xid_window_minutes', 'kernel_log_path',
-               'sysfs_root', 'timeout', 'run_timeout')
+               'sysfs_root', 'timeout', 'run_timeout', 'rdma')
+# The "rdma" object: expect_present (the node belongs on the RDMA fabric: no adapter is critical),
+# expected_rate_gbps (a port below it is a warning) and ignore_ports ("mlx5_0" or "mlx5_0/1").
+RDMA_KEYS = ('expect_present', 'expected_rate_gbps', 'ignore_ports')
 EXIT_UNKNOWN = 3
 # Exit codes of the reports this file writes itself (independent of the checks, which may be what failed).
 FAILURE_EXIT_CODES = {'critical': 2, 'unknown': EXIT_UNKNOWN}
@@ -42,7 +45,7 @@ RUN_RESERVE = 2
 KILL_WAIT = 1
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
-from . import atomic_file, gpu_health, gpu_probe, gpu_prom
+from . import atomic_file, gpu_health, gpu_probe, gpu_prom, rdma_health, rdma_sysfs
 
 
 class ConfigError(Exception):
@@ -86,7 +89,40 @@ def load_config(path, explicit):
         config['thresholds'] = gpu_health.merge_thresholds(config.get('thresholds') or {})
     except gpu_health.ThresholdError as exc:
         raise ConfigError('config %s: %s' % (path, exc))
+    config['rdma'] = _rdma_config(path, config.get('rdma'))
     return config
+
+
+def _rdma_config(path, rdma):
+    """The validated "rdma" object of the config (an empty one when absent or null)."""
+    if rdma is None:
+        return {}
+    if not isinstance(rdma, dict):
+        raise ConfigError('config %s: rdma must be an object with the keys %s, got %r' % (path, ', '.join(RDMA_KEYS), rdma))
+    unknown = sorted(k for k in rdma if k not in RDMA_KEYS)
+    if unknown:
+        raise ConfigError('config %s: rdma: unknown key(s) %s; known: %s' % (path, ', '.join(unknown), ', '.join(RDMA_KEYS)))
+    if not isinstance(rdma.get('expect_present', False), bool):
+        raise ConfigError('config %s: rdma.expect_present must be true or false, got %r' % (path, rdma['expect_present']))
+    try:
+        rdma_sysfs.normalize_options(rdma.get('expected_rate_gbps'), rdma.get('ignore_ports'))
+    except rdma_sysfs.RdmaOptionError as exc:
+        raise ConfigError('config %s: rdma: %s' % (path, exc))
+    return rdma
+
+
+def judge_rdma(config, sysfs_root):
+    """(facts, issues) of the node's RDMA adapters, or (None, []) on a node with none that is not expected on a fabric.
+
+    Reads sysfs only (no program runs). A port down is critical, below the expected rate a warning.
+    """
+    rdma = config.get('rdma') or {}
+    expect = bool(rdma.get('expect_present'))
+    facts = rdma_sysfs.build_facts(rdma_sysfs.collect(sysfs_root), expected_rate_gbps=rdma.get('expected_rate_gbps'),
+                                   ignore_ports=rdma.get('ignore_ports'))
+    if not facts['present'] and not expect and facts['health']['status'] == 'ok':
+        return None, []
+    return facts, rdma_health.health_issues(facts, expect_present=expect)
 
 
 class Runner(object):
@@ -280,7 +316,10 @@ def judge(args, config, runner, now):
             if issue.get('check') == 'driver' and issue.get('severity') == 'critical':
                 issue['message'] = ('nvidia-smi hung: no answer within %ss, its process group killed '
                                     '(a hung driver usually means a sick GPU)' % timeout)
-    status = facts['health']['status']
+    rdma_facts, rdma_issues = judge_rdma(config, config.get('sysfs_root') or '/sys')
+    # The node's verdict is the worst of the GPUs' and the fabric's; the GPU facts keep the GPUs' own.
+    status = rdma_health.merge_status(facts['health']['status'], rdma_issues)
+    issues = issues + rdma_issues
     code = gpu_health.exit_code(status)
     report = {
         'status': status,
@@ -291,9 +330,15 @@ def judge(args, config, runner, now):
         'checks_skipped': facts['health']['checks_skipped'],
         'gpu': facts,
     }
+    if rdma_facts is not None:
+        report['rdma'] = rdma_facts
     if args.textfile:
+        node = dict(facts, health=dict(facts['health'], status=status, issues=issues))
+        text = gpu_prom.render(node, now)
+        if rdma_facts is not None:
+            text += rdma_health.render_prometheus(rdma_health.prometheus_samples(rdma_facts, rdma_issues))
         try:
-            write_textfile(args.textfile, gpu_prom.render(facts, now))
+            write_textfile(args.textfile, text)
         except (IOError, OSError) as exc:
             sys.stderr.write('gpucluster-health: cannot write %s into %s: %s\n' % (TEXTFILE_NAME, args.textfile, exc))
             if code == 0:

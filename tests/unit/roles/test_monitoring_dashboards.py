@@ -17,7 +17,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpucluster.core.plugins.module_utils import gpu_prom
+from ansible_collections.gpucluster.core.plugins.module_utils import gpu_prom, rdma_health
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
@@ -40,7 +40,7 @@ HEALTH_METRICS = {
     'gpucluster_gpu_clocks_event_active', 'gpucluster_gpu_pcie_link_width', 'gpucluster_gpu_pcie_link_width_max',
     'gpucluster_gpu_pcie_link_gen', 'gpucluster_gpu_pcie_link_gen_max', 'gpucluster_gpu_persistence_mode',
     'gpucluster_node_version_info',
-}
+} | set(metric for metric, _kind, _help in rdma_health.METRICS)
 OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'} \
     | set(validate_report.METRIC_NAMES)   # playbooks/validate.yml's gpucluster_validate.prom
 # node_exporter 1.5.0's infiniband collector, as printed by Debian's binary over a synthetic sysfs tree.

@@ -35,6 +35,11 @@ PROPRIETARY_TEXT = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.309.01  
 FPR = '3D4E 3DF0 A8FE 2D45 0E8B  E62F A4B4 69963BF8 63CC'
 
 
+def _error_text(**over):
+    """Every input error of a configuration, joined (tests look for several messages at once)."""
+    return ' | '.join(rdma.rdma_input_errors(_cfg(**over)))
+
+
 def test_defaults_are_accepted():
     assert rdma.rdma_input_errors(_cfg()) == []
     assert rdma.rdma_input_errors(_cfg(rdma_fabric='roce')) == []
@@ -100,11 +105,10 @@ def test_mtu_the_link_layer_can_carry(mode, mtu, ok):
 
 
 def test_address_outside_subnet_and_duplicates_and_unknown_keys():
-    errors = rdma.rdma_input_errors(_cfg(rdma_ipoib_interfaces=[
+    text = _error_text(rdma_ipoib_interfaces=[
         {'name': 'ib0', 'subnet': '10.20.0.0/24', 'address': '10.20.1.5'},
         {'name': 'ib0', 'subnet': '10.20.0.0/24', 'address': '10.20.0.255'},
-        {'name': 'ib1', 'subnet': '10.20.0.0/24', 'adress': '10.20.0.4'}]))
-    text = ' | '.join(errors)
+        {'name': 'ib1', 'subnet': '10.20.0.0/24', 'adress': '10.20.0.4'}])
     assert 'address 10.20.1.5 is not a usable address of subnet 10.20.0.0/24' in text
     assert 'address 10.20.0.255 is not a usable address' in text
     assert 'unknown keys adress' in text
@@ -186,9 +190,8 @@ def test_doca_needs_a_fingerprint():
 
 
 def test_doca_other_inputs():
-    errors = rdma.rdma_input_errors(_cfg(rdma_stack='doca', rdma_doca_repo_key_fingerprint=FPR,
-                                         rdma_doca_repo_url='ftp://x/', rdma_doca_version=2.9, os_family='RedHat'))
-    text = ' | '.join(errors)
+    text = _error_text(rdma_stack='doca', rdma_doca_repo_key_fingerprint=FPR,
+                       rdma_doca_repo_url='ftp://x/', rdma_doca_version=2.9, os_family='RedHat')
     assert 'needs rdma_doca_repo_url, an http(s) URL' in text
     assert 'needs rdma_doca_repo_key_url' in text
     assert 'needs rdma_doca_version, the exact package version (quoted string) of doca-ofed' in text
