@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ast
+import grp
 import json
 import os
 import subprocess
@@ -299,6 +300,8 @@ _HOSTS = """all:
     node1:
       ansible_connection: local
       ansible_python_interpreter: %s
+      # pam_slurm_adopt (on by default) needs the connecting account in an exempt group: its own primary one.
+      slurm_pam_adopt_exempt_groups: [%s]
   children:
     slurm_controller:
       hosts:
@@ -306,7 +309,7 @@ _HOSTS = """all:
     slurm_compute:
       hosts:
         node1:
-""" % sys.executable
+""" % (sys.executable, json.dumps(grp.getgrgid(os.getgid()).gr_name))
 
 _PLAY = """- name: Run one role's preflight
   hosts: all

@@ -21,6 +21,7 @@ import atexit
 import datetime
 import importlib
 import io
+import grp
 import json
 import os
 import shutil
@@ -590,6 +591,8 @@ _HOSTS = """all:
     node1:
       ansible_connection: local
       ansible_python_interpreter: %s
+      # pam_slurm_adopt (on by default) needs the connecting account in an exempt group: its own primary one.
+      slurm_pam_adopt_exempt_groups: [%s]
   children:
     slurm_controller:
       hosts:
@@ -597,7 +600,7 @@ _HOSTS = """all:
     slurm_compute:
       hosts:
         node1:
-""" % sys.executable
+""" % (sys.executable, json.dumps(grp.getgrgid(os.getgid()).gr_name))
 _PLAY = """- name: Run one role's preflight
   hosts: all
   gather_facts: false
