@@ -10,13 +10,15 @@ group_vars, 1 % of the hosts skewed), then times, in the same run and one after 
              (exits 2: the skew is found on purpose);
 
 and prints the ratio audit / inventory (the target is at most 2: the audit's own work is the
-smaller part). Run from the repository root:  .venv/bin/python bench/drift_scale.py [--hosts N]
+smaller part), in wall time and in CPU time (user + system of the command and its workers, which
+other load on the machine does not inflate). Run from the repository root:  .venv/bin/python bench/drift_scale.py [--hosts N]
 """
 from __future__ import absolute_import, division, print_function
 
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,15 +31,21 @@ import drift_bench  # noqa: E402  (the inventory and cache builder, one implemen
 from ansible.plugins.loader import init_plugin_loader  # noqa: E402
 
 
+def _cpu_of_children():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _timed(command, env, accepted):
-    started = time.time()
+    """(wall seconds, CPU seconds of the command and every process it waited for)."""
+    started, cpu = time.time(), _cpu_of_children()
     proc = subprocess.run(command, cwd=drift_bench.REPO, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, check=False)
-    elapsed = time.time() - started
+    elapsed, cpu = time.time() - started, _cpu_of_children() - cpu
     if proc.returncode not in accepted:
         sys.stderr.write(proc.stdout[-4000:])
         raise SystemExit('%s exited %d' % (command[0], proc.returncode))
-    return elapsed
+    return elapsed, cpu
 
 
 def main():
@@ -58,8 +66,8 @@ def main():
         audit = [os.path.join(bindir, 'ansible-playbook'), '-i', inv_dir,
                  os.path.join(drift_bench.REPO, 'playbooks', 'drift_audit.yml'),
                  '-e', 'drift_audit_fact_cache=%s' % cache_dir, '-e', 'drift_audit_report_dir=%s' % report_dir]
-        load_s = min(_timed(inventory, env, (0,)) for dummy in range(args.repeat))
-        audit_s = min(_timed(audit, env, (0, 2)) for dummy in range(args.repeat))
+        load_s, load_cpu = min(_timed(inventory, env, (0,)) for dummy in range(args.repeat))
+        audit_s, audit_cpu = min(_timed(audit, env, (0, 2)) for dummy in range(args.repeat))
         with open(os.path.join(report_dir, 'drift.json')) as handle:
             summary = json.load(handle)['summary']
         if summary['hosts'] != args.hosts:
@@ -68,6 +76,10 @@ def main():
         shutil.rmtree(workdir, ignore_errors=True)
     print('hosts %d  findings %d  inventory load %.2f s  offline audit %.2f s  ratio %.2f (target <= 2)'
           % (args.hosts, summary['findings'], load_s, audit_s, audit_s / load_s))
+    # CPU time (user + system, the command and its workers) does not grow when other work shares the
+    # machine, as wall time does: on a loaded machine this is the ratio to compare.
+    print('cpu: inventory load %.2f s  offline audit %.2f s  ratio %.2f'
+          % (load_cpu, audit_cpu, audit_cpu / load_cpu))
 
 
 if __name__ == '__main__':

@@ -221,6 +221,9 @@ summary() {
   echo "           . .venv/bin/activate            puts ansible on PATH: ansible-playbook -i $INVENTORY site.yml"
   echo "           Prometheus https://$(node_address node1):9090  Alertmanager https://$(node_address node1):9093  (from this machine;"
   echo "           CA inventories/lab/.credentials/monitoring-pki/ca.crt, user gpucluster-scrape, password in inventories/lab/.credentials/monitoring_scrape_password)"
+  echo "           a Prometheus query from this machine (needs curl: apt-get install curl):"
+  echo "           curl --cacert inventories/lab/.credentials/monitoring-pki/ca.crt \\"
+  echo "             -u \"gpucluster-scrape:\$(cat inventories/lab/.credentials/monitoring_scrape_password)\" 'https://$(node_address node1):9090/api/v1/query?query=gpucluster_gpus'"
   echo "           full log: $log; make lab again converges with changed=0; make lab-down removes the lab"
   echo "================================================"
 }

@@ -47,7 +47,7 @@ def write_cache(path, skewed):
         cache.set(host, {'gpu_stack': stack, 'gpu_stack_details': {'collected_at': time.time(), 'raw': {}}})
 
 
-def write_inventory(path, with_pins):
+def write_inventory(path, with_pins, templated=False):
     (path / 'group_vars').mkdir(parents=True)
     (path / 'hosts.yml').write_text(
         'all:\n  children:\n    gpucluster:\n      children:\n        gpu_nodes:\n'
@@ -60,7 +60,9 @@ def write_inventory(path, with_pins):
         'container_runtime_nvidia_toolkit_version: "1.16.2"\nslurm_version: "23.11.10"\nslurm_munge_version: ""\n')
     if with_pins:
         # The role variable that installs the toolkit is the baseline: one source of truth.
-        (path / 'group_vars' / 'gpu_nodes.yml').write_text('---\ncuda_toolkit_version: "12.4.1"\n')
+        (path / 'group_vars' / 'gpu_nodes.yml').write_text(
+            '---\nsite_cuda_series: "12.4"\ncuda_toolkit_version: "{{ site_cuda_series }}.1"\n' if templated
+            else '---\ncuda_toolkit_version: "12.4.1"\n')
 
 
 def run_playbook(args, cwd):
@@ -80,13 +82,15 @@ def read_reports(report_dir):
     return report, junit, markdown
 
 
-@pytest.mark.parametrize('pin_source', ['inventory', 'extra_vars_kv', 'extra_vars_json'])
+# inventory_template: the pin is a template over another inventory variable, expanded under the host's
+# variables as hostvars does (the audit templates only values that can be templates).
+@pytest.mark.parametrize('pin_source', ['inventory', 'inventory_template', 'extra_vars_kv', 'extra_vars_json'])
 def test_offline_done_when(tmp_path, pin_source):
     cache = tmp_path / 'cache'
     inventory = tmp_path / 'inventory'
     reports = tmp_path / 'reports'
     write_cache(cache, skewed=True)
-    write_inventory(inventory, with_pins=pin_source == 'inventory')
+    write_inventory(inventory, with_pins=pin_source.startswith('inventory'), templated=pin_source == 'inventory_template')
     args = ['-i', str(inventory), '-e', 'drift_audit_fact_cache=%s' % cache, '-e', 'drift_audit_report_dir=%s' % reports]
     if pin_source == 'extra_vars_kv':
         # key=value extra vars split at spaces: the JSON value is written without them.
