@@ -61,7 +61,7 @@ docker:
 	@lab/ensure-docker.sh
 
 images: docker
-	@$(STAGE) images lab/build-image.sh debian12 debian13
+	@$(STAGE) images lab/build-image.sh debian12 debian13 debian12-torch
 
 lab: venv docker
 	@lab/build-image.sh $(LAB_IMAGE)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the lab's systemd node image from Debian packages (no image registry needed).
 #
-#   lab/build-image.sh [debian12|debian13]...
+#   lab/build-image.sh [debian12|debian13|debian12-torch|debian13-torch]...
 #
 # The image stands in for a freshly installed GPU server: systemd, Python for Ansible, sshd and
 # sudo, nothing else. Every role installs what it needs itself. sshd creates its host keys at
@@ -9,6 +9,10 @@
 # lab's bootstrap (lab/bootstrap.yml) adds the admin user and its key. The Debian mirror is taken
 # from this machine's own apt configuration at build time; no host name is written into the
 # repository.
+# NAME-torch is NAME plus Debian's CPU-only python3-torch (no recommends), what a site brings for its
+# training jobs: the acceptance playbook's distributed-training smoke test (playbooks/validate.yml)
+# needs it on every node, and the molecule default scenario uses it. It is one layer over NAME,
+# installed once per recipe instead of on every node of every test run (309 packages, 235 MB).
 # Images are labelled with a hash of their recipe, so an unchanged recipe is not rebuilt
 # (FORCE=1 rebuilds).
 set -euo pipefail
@@ -43,8 +47,38 @@ mirror_uris() {
   [[ -n "$MAIN_URI" ]] || die "no Debian archive found in this machine's apt sources (run apt-get update?)"
 }
 
+build_torch() {
+  local name=$1 base=${1%-torch} image recipe box
+  image="$IMAGE_REPO:$name"
+  build "$base"
+  recipe=$( { cat "$0"; docker image inspect -f '{{ index .Config.Labels "gpucluster.lab.recipe" }}' "$IMAGE_REPO:$base"; } | sha256sum | cut -c1-16)
+  if [[ "${FORCE:-0}" != 1 ]] &&
+     [[ "$(docker image inspect -f '{{ index .Config.Labels "gpucluster.lab.recipe" }}' "$image" 2>/dev/null)" == "$recipe" ]]; then
+    echo "build-image: $image is current (recipe $recipe)"
+    return
+  fi
+  echo "build-image: building $image: $IMAGE_REPO:$base plus python3-torch" >&2
+  box="gpucluster-image-build-$$"
+  docker rm -f "$box" >/dev/null 2>&1 || true
+  # No systemd, no sshd: the layer gets packages only (no machine-id, no host keys), and the
+  # package lists are emptied and dated 1970 again as in the base image.
+  docker run --name "$box" --entrypoint /bin/sh "$IMAGE_REPO:$base" -euc '
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
+    python3 -c "import torch, torch.distributed; assert torch.distributed.is_gloo_available()"
+    rm -rf /var/lib/apt/lists/*_* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb
+    touch -d @0 /var/lib/apt/lists' || { docker rm -f "$box" >/dev/null; die "installing python3-torch into $image failed"; }
+  docker commit \
+    -c 'CMD ["/lib/systemd/systemd"]' -c 'ENTRYPOINT []' \
+    -c "LABEL gpucluster.lab.recipe=$recipe" \
+    "$box" "$image" >/dev/null
+  docker rm -f "$box" >/dev/null
+  echo "build-image: built $image (recipe $recipe)"
+}
 build() {
   local name=$1 suite image recipe work
+  [[ $name == *-torch ]] && { build_torch "$name"; return; }
   suite=$(suite_of "$name")
   image="$IMAGE_REPO:$name"
   recipe=$( { cat "$0"; echo "$suite|$COMPONENTS|$PACKAGES"; } | sha256sum | cut -c1-16)

@@ -3,7 +3,7 @@
 # runs them two at a time, so the longest start first (the whole three-node lab, Slurm, the driver)
 # and the short role scenarios fill in beside them; a scenario not named here runs after these.
 cd "$(dirname "$0")/.." || exit 1
-order=(default slurm nvidia_driver monitoring container_runtime rdma drift health_check)
+order=(default nvidia_driver monitoring container_runtime rdma health_check)
 for s in "${order[@]}"; do
   [[ -f molecule/$s/molecule.yml ]] && echo "$s"
 done
