@@ -3,7 +3,8 @@
 #   make lab-down   remove exactly what the lab created
 #   make ping       check every lab node answers over SSH as the admin user and becomes root
 #   make shell      log in to a lab node over SSH (N=node1); sudo -i for a root shell
-#   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, promtool rule tests, molecule (stops at the first failure;
+#   make test       yamllint, ansible-lint, ansible-test sanity, unit tests, promtool rule tests (make static, one job) beside the
+#                   molecule scenarios, TEST_JOBS=3 jobs at a time, the longest scenario first (no job starts after a failure;
 #                   prints "== HH:MM:SS stage NAME N s" after every stage and molecule scenario, and a line per molecule action)
 #   make bench      3- and 6-node lab: converge / re-run / check timings, ratios, top 15 tasks; parser benchmarks
 SHELL := /bin/bash
@@ -41,12 +42,14 @@ LAB_IMAGE ?= debian12
 export LAB_NODES LAB_IMAGE
 # Molecule scenarios run by `make test`, two at a time (MOLECULE_JOBS=2, lab/molecule-all.sh); `make molecule SCENARIOS=default` runs one.
 SCENARIOS ?= $(shell lab/scenarios.sh)
+# Jobs at once in make test: the static checks and the molecule scenarios (lab/molecule-all.sh).
+TEST_JOBS ?= 3
 # pytest-xdist workers for the unit tests: one per CPU core of the machine.
 UNIT_WORKERS ?= auto
 # Every stage says when it ended and how long it took (lab/stage.sh).
 STAGE := lab/stage.sh
 
-.PHONY: help venv docker images lab lab-down ping shell lint yamllint ansible-lint sanity units promtool molecule test bench build clean
+.PHONY: help venv docker images lab lab-down ping shell lint yamllint ansible-lint sanity units promtool static molecule test bench build clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -97,7 +100,13 @@ units: venv
 molecule: venv images
 	@lab/molecule-all.sh $(SCENARIOS)
 
-test: lint sanity units promtool molecule
+# The static checks, one after the other (make test runs them as one job beside the scenarios).
+static: lint sanity units promtool
+
+# The longest scenario (default) starts at once, the static checks beside it, then the other
+# scenarios as jobs end (TEST_JOBS at a time): the static checks no longer delay the whole lab.
+test: venv images
+	@MOLECULE_JOBS=$(TEST_JOBS) lab/molecule-all.sh $(firstword $(SCENARIOS)) @static $(wordlist 2,99,$(SCENARIOS))
 
 bench: venv docker
 	@bench/run.sh

@@ -7,7 +7,9 @@
 # never interleaves two scenarios. After the first failure no further scenario starts; the running
 # ones finish (a scenario stopped half-way would leave its containers behind); the exit status is
 # non-zero and the failed scenarios are named last.
-#   MOLECULE_JOBS=1 lab/molecule-all.sh default slurm
+# The name @static stands for `make static` (yamllint, ansible-lint, sanity, units, promtool): make
+# test runs it as one job beside the longest scenario, so the static checks do not delay the lab.
+#   MOLECULE_JOBS=1 lab/molecule-all.sh default health_check
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -29,7 +31,7 @@ collect() {
   rc=$?
   s=${scenario_of[$pid]}
   unset "scenario_of[$pid]"
-  echo "=== molecule test -s $s: output follows"
+  if [[ $s == @static ]]; then echo "=== make static: output follows"; else echo "=== molecule test -s $s: output follows"; fi
   cat "$logdir/$s.log"
   ((rc == 0)) || failed+=("$s")
 }
@@ -37,8 +39,13 @@ collect() {
 for s in "$@"; do
   while ((${#scenario_of[@]} >= jobs)); do collect; done
   ((${#failed[@]} == 0)) || break
-  echo "=== $(date -u +%H:%M:%S) molecule test -s $s started (log printed when it ends)"
-  lab/stage.sh "molecule $s" molecule test -s "$s" >"$logdir/$s.log" 2>&1 &
+  if [[ $s == @static ]]; then
+    echo "=== $(date -u +%H:%M:%S) make static started (log printed when it ends)"
+    make --no-print-directory static >"$logdir/$s.log" 2>&1 &
+  else
+    echo "=== $(date -u +%H:%M:%S) molecule test -s $s started (log printed when it ends)"
+    lab/stage.sh "molecule $s" molecule test -s "$s" >"$logdir/$s.log" 2>&1 &
+  fi
   scenario_of[$!]=$s
 done
 while ((${#scenario_of[@]} > 0)); do collect; done
