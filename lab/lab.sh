@@ -143,7 +143,8 @@ check_nodes() {
       "")
         msg+="not in the inventory: is it running? (lab/lab.sh status)" ;;
       *)
-        msg+="cannot be reached over SSH with become as site.yml will reach it" ;;
+        msg+="cannot be reached over SSH with become as site.yml will reach it (ansible's words below).
+     Try the login by hand: lab/lab.sh shell $node (then sudo -i); make ping checks every node again" ;;
     esac
     echo "$msg" >&2
     [[ -z "$line" ]] || echo "     ansible said: ${line:0:400}" >&2
