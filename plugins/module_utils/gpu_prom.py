@@ -40,6 +40,8 @@ _HELP = (
     ('gpucluster_gpu_persistence_mode', 'Persistence mode (1 on, 0 off).'),
     ('gpucluster_node_version_info', 'Driver, CUDA driver API and VBIOS versions (always 1).'),
 )
+# The names of the metrics render() writes (dashboards and rules may use only these and the other writers').
+METRIC_NAMES = tuple(name for name, _help in _HELP)
 MIB = 1024 * 1024
 
 

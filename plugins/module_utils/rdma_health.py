@@ -23,7 +23,7 @@ ACTIVE_STATES = ('ACTIVE', 'ACTIVE_DEFER')
 METRICS = (
     ('gpucluster_rdma_health_status', 'gauge',
      'Fabric verdict of the node: 0 ok, 1 warning, 2 critical, 3 unknown.'),
-    ('gpucluster_rdma_hca_count', 'gauge', 'RDMA adapters (HCAs) found under /sys/class/infiniband.'),
+    ('gpucluster_rdma_hcas', 'gauge', 'RDMA adapters (HCAs) found under /sys/class/infiniband.'),
     ('gpucluster_rdma_hca_info', 'gauge',
      'One series per HCA with its firmware and board id as labels (value 1).'),
     ('gpucluster_rdma_port_up', 'gauge',
@@ -85,7 +85,7 @@ def prometheus_samples(rdma, issues=None):
     samples = []
     status = worst_status(issues) if issues is not None else (rdma.get('health') or {}).get('status', 'unknown')
     samples.append(('gpucluster_rdma_health_status', [], STATUS_VALUES.get(status, 3)))
-    samples.append(('gpucluster_rdma_hca_count', [], len(rdma.get('hcas') or [])))
+    samples.append(('gpucluster_rdma_hcas', [], len(rdma.get('hcas') or [])))
     if rdma.get('expected_rate_gbps'):
         samples.append(('gpucluster_rdma_port_expected_rate_gbps', [], rdma['expected_rate_gbps']))
     for hca in rdma.get('hcas') or []:

@@ -5,7 +5,9 @@
 #   4. every PromQL expression of the shipped Grafana dashboards parses (`promtool check rules`
 #      over a generated file of recording rules), 5. the node_exporter textfile the health program
 #      writes passes `promtool check metrics` (the metric-name lint) for every real recording
-#      (tests/monitoring/health_corpus.py; the corpus is $GPUCLUSTER_FIXTURES or ../shared/fixtures).
+#      (tests/monitoring/health_corpus.py; the corpus is $GPUCLUSTER_FIXTURES or ../shared/fixtures;
+#      GPU, kernel log, nvidia-smi failure and RDMA recordings), and so do the textfiles
+#      playbooks/validate.yml writes (tests/monitoring/validate_textfiles.py).
 # promtool comes from PATH, else from Debian's `prometheus` package unpacked (not installed)
 # into .cache/promtool via `apt-get download` (a Debian/Ubuntu controller with apt sources).
 set -euo pipefail
@@ -57,8 +59,11 @@ echo "== dashboard queries parse"
 "$PY" "$ROOT/tests/monitoring/dashboard_queries.py" rules > "$WORK/dashboards.rules.yml"
 "$PROMTOOL" check rules "$WORK/dashboards.rules.yml"
 
-echo "== health program textfiles pass promtool's metric lint (every real recording)"
+echo "== health program (every real recording) and validate textfiles pass promtool's metric lint"
 "$PY" "$ROOT/tests/monitoring/health_corpus.py" --textfiles "$WORK/textfiles" > "$WORK/textfiles.list"
+"$PY" "$ROOT/tests/monitoring/validate_textfiles.py" --textfiles "$WORK/validate" > "$WORK/validate.list"
+grep -q . "$WORK/validate.list" || { echo "promtool.sh: no validate textfile to lint" >&2; exit 1; }
+cat "$WORK/validate.list" >> "$WORK/textfiles.list"
 linted=0
 while read -r prom; do
   # check metrics exits 0 without a word when the lint is clean; any problem is printed and fails the stage.

@@ -45,7 +45,7 @@ RUN_RESERVE = 2
 KILL_WAIT = 1
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
-from . import atomic_file, gpu_health, gpu_probe, gpu_prom, rdma_health, rdma_sysfs
+from . import atomic_file, gpu_fabric, gpu_health, gpu_probe, gpu_prom, rdma_health, rdma_sysfs
 
 
 class ConfigError(Exception):
@@ -123,6 +123,43 @@ def judge_rdma(config, sysfs_root):
     if not facts['present'] and not expect and facts['health']['status'] == 'ok':
         return None, []
     return facts, rdma_health.health_issues(facts, expect_present=expect)
+
+
+class SmiRecorder(object):
+    """The runner, keeping the output of the ``nvidia-smi -q -x`` run (the fabric check reads it too)."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.xml = None
+
+    def __call__(self, argv, timeout):
+        rc, out, err = self.runner(argv, timeout)
+        if list(argv[1:]) == ['-q', '-x'] and rc is not None:
+            self.xml = out
+        return rc, out, err
+
+
+def judge_fabric(sysfs_root, recorder, snapshot, facts):
+    """(samples, issues) of the NVLink fabric; both empty on a node without NVSwitches (nothing runs).
+
+    With NVSwitches: every GPU's fabric state from this run's nvidia-smi XML and Fabric Manager's
+    service state (``systemctl is-active``, timed like every command of the program).
+    """
+    nvswitches = gpu_fabric.nvswitch_addresses(sysfs_root)
+    if not nvswitches:
+        return [], []
+    gpus = None
+    if snapshot.get('parsed') and recorder.xml:
+        gpus = gpu_fabric.fabric_from_xml(recorder.xml)
+    timeout = gpu_fabric.SYSTEMCTL_TIMEOUT
+    deadline = getattr(recorder.runner, 'deadline', None)
+    if deadline is not None:
+        # Inside the run timeout, with the time kept for what follows (RDMA, verdict, output).
+        timeout = max(0.1, min(timeout, deadline - time.monotonic() - RUN_RESERVE))
+    manager = gpu_fabric.fabric_manager_state(recorder.runner, timeout=timeout)
+    devices = facts.get('devices') or []
+    return (gpu_fabric.prometheus_samples(nvswitches, gpus, devices, manager),
+            gpu_fabric.health_issues(nvswitches, gpus, devices, manager))
 
 
 class Runner(object):
@@ -302,7 +339,8 @@ def judge(args, config, runner, now):
         timeout = max(1, min(timeout, run_timeout - RUN_RESERVE))
     thresholds = config.get('thresholds') or gpu_health.merge_thresholds()
 
-    snapshot = gpu_probe.collect(runner, nvidia_smi_path=config.get('nvidia_smi_path') or None,
+    recorder = SmiRecorder(runner)
+    snapshot = gpu_probe.collect(recorder, nvidia_smi_path=config.get('nvidia_smi_path') or None,
                                  sysfs_root=config.get('sysfs_root') or '/sys',
                                  kernel_log_path=config.get('kernel_log_path') or None,
                                  window_minutes=window, now=now, timeout=timeout)
@@ -316,10 +354,12 @@ def judge(args, config, runner, now):
             if issue.get('check') == 'driver' and issue.get('severity') == 'critical':
                 issue['message'] = ('nvidia-smi hung: no answer within %ss, its process group killed '
                                     '(a hung driver usually means a sick GPU)' % timeout)
+    fabric_samples, fabric_issues = judge_fabric(config.get('sysfs_root') or '/sys', recorder, snapshot, facts)
     rdma_facts, rdma_issues = judge_rdma(config, config.get('sysfs_root') or '/sys')
-    # The node's verdict is the worst of the GPUs' and the fabric's; the GPU facts keep the GPUs' own.
-    status = rdma_health.merge_status(facts['health']['status'], rdma_issues)
-    issues = issues + rdma_issues
+    # The node's verdict is the worst of the GPUs', the NVLink fabric's and the RDMA fabric's; the GPU
+    # facts keep the GPUs' own.
+    status = rdma_health.merge_status(facts['health']['status'], fabric_issues + rdma_issues)
+    issues = issues + fabric_issues + rdma_issues
     code = gpu_health.exit_code(status)
     report = {
         'status': status,
@@ -335,6 +375,8 @@ def judge(args, config, runner, now):
     if args.textfile:
         node = dict(facts, health=dict(facts['health'], status=status, issues=issues))
         text = gpu_prom.render(node, now)
+        if fabric_samples:
+            text += gpu_fabric.render_prometheus(fabric_samples)
         if rdma_facts is not None:
             text += rdma_health.render_prometheus(rdma_health.prometheus_samples(rdma_facts, rdma_issues))
         try:

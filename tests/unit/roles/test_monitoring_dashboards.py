@@ -17,7 +17,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpucluster.core.plugins.module_utils import gpu_prom, rdma_health
+from ansible_collections.gpucluster.core.plugins.module_utils import gpu_fabric, gpu_prom, rdma_health
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
@@ -27,20 +27,11 @@ _spec = importlib.util.spec_from_file_location('dashboard_queries', os.path.join
 dq = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dq)
 
-# docs/DEVELOPING.md, "Textfile metrics of the node health program" (fixed names), plus the
-# per-node expectations this role writes itself.
-HEALTH_METRICS = {
-    'gpucluster_health_status', 'gpucluster_health_last_run_timestamp_seconds', 'gpucluster_health_issues',
-    'gpucluster_gpus', 'gpucluster_gpus_expected', 'gpucluster_gpus_pci', 'gpucluster_gpu_info',
-    'gpucluster_gpu_health_status', 'gpucluster_gpu_temperature_celsius', 'gpucluster_gpu_slowdown_temperature_celsius',
-    'gpucluster_gpu_power_draw_watts', 'gpucluster_gpu_power_limit_watts', 'gpucluster_gpu_utilization_percent',
-    'gpucluster_gpu_memory_used_bytes', 'gpucluster_gpu_memory_total_bytes', 'gpucluster_gpu_ecc_errors',
-    'gpucluster_gpu_retired_pages', 'gpucluster_gpu_retired_pages_pending', 'gpucluster_gpu_remapped_rows',
-    'gpucluster_gpu_remapped_rows_pending', 'gpucluster_gpu_remapped_rows_failure', 'gpucluster_gpu_xid_events',
-    'gpucluster_gpu_clocks_event_active', 'gpucluster_gpu_pcie_link_width', 'gpucluster_gpu_pcie_link_width_max',
-    'gpucluster_gpu_pcie_link_gen', 'gpucluster_gpu_pcie_link_gen_max', 'gpucluster_gpu_persistence_mode',
-    'gpucluster_node_version_info',
-} | set(metric for metric, _kind, _help in rdma_health.METRICS)
+# The metrics the node health program writes, from the code that writes them (single source; docs/DEVELOPING.md,
+# "Textfile metrics of the node health program", documents the same names).
+HEALTH_METRICS = set(gpu_prom.METRIC_NAMES) | set(metric for metric, _kind, _help in rdma_health.METRICS) \
+    | set(metric for metric, _kind, _help in gpu_fabric.METRICS)
+# ... plus the per-node expectations this role writes itself.
 OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'} \
     | set(validate_report.METRIC_NAMES)   # playbooks/validate.yml's gpucluster_validate.prom
 # node_exporter 1.5.0's infiniband collector, as printed by Debian's binary over a synthetic sysfs tree.
@@ -161,6 +152,16 @@ def test_rules_use_documented_metric_names(template):
         text = handle.read()
     unknown = set(_METRIC_RE.findall(text)) - HEALTH_METRICS - OWN_METRICS - INFINIBAND_METRICS
     assert not unknown
+
+
+def test_developing_guide_documents_every_written_metric():
+    with open(os.path.join(REPO, 'docs', 'DEVELOPING.md')) as handle:
+        text = handle.read()
+    section = text[text.index('## Textfile metrics of the node health program'):]
+    section = section[:section.index('\n## ')] if '\n## ' in section else section
+    documented = set(re.findall(r'`(gpucluster_[a-z_]+)', section))
+    assert HEALTH_METRICS | set(validate_report.METRIC_NAMES) <= documented, sorted(
+        (HEALTH_METRICS | set(validate_report.METRIC_NAMES)) - documented)
 
 
 def test_every_rule_file_has_a_test_file():

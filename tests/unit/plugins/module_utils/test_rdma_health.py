@@ -52,7 +52,7 @@ def test_healthy_ib_node(tmp_path):
     assert rdma_health.worst_status(issues) == 'ok'
     text = rdma_health.render_prometheus(rdma_health.prometheus_samples(facts, issues))
     assert 'gpucluster_rdma_health_status 0\n' in text
-    assert 'gpucluster_rdma_hca_count 2\n' in text
+    assert 'gpucluster_rdma_hcas 2\n' in text
     assert 'gpucluster_rdma_port_up{hca="mlx5_1",port="1",link_layer="InfiniBand"} 1\n' in text
     assert 'gpucluster_rdma_port_rate_gbps{hca="mlx5_0",port="1",link_layer="InfiniBand"} 400\n' in text
     assert 'gpucluster_rdma_port_expected_rate_gbps 400\n' in text
@@ -102,7 +102,7 @@ def test_no_adapter(tmp_path):
     # Facts from an older run without the finding still give the critical issue.
     assert rdma_health.health_issues({'present': False}, expect_present=True)[0]['severity'] == 'critical'
     text = rdma_health.render_prometheus(rdma_health.prometheus_samples(facts, expected))
-    assert 'gpucluster_rdma_health_status 2\n' in text and 'gpucluster_rdma_hca_count 0\n' in text
+    assert 'gpucluster_rdma_health_status 2\n' in text and 'gpucluster_rdma_hcas 0\n' in text
     assert 'port_up' not in text
 
 

@@ -52,7 +52,7 @@ def test_expected_fabric_without_adapters_is_critical(program):  # pylint: disab
     assert report['gpu']['health']['status'] == 'ok'
     assert 'gpucluster_health_status 2\n' in text
     assert 'gpucluster_health_issues{severity="critical",check="rdma_present"} 1\n' in text
-    assert 'gpucluster_rdma_health_status 2\n' in text and 'gpucluster_rdma_hca_count 0\n' in text
+    assert 'gpucluster_rdma_health_status 2\n' in text and 'gpucluster_rdma_hcas 0\n' in text
 
 
 def test_healthy_recording(program, real_fixtures_dir):  # pylint: disable=redefined-outer-name
