@@ -22,7 +22,7 @@ import re
 
 from . import gpu_smi_xml
 from .gpu_probe import find_executable, nvidia_pci_kind
-from .gpu_prom import _escape, _number
+from .gpu_prom import render_samples
 from .gpu_smi_xml import normalize_pci_address
 
 FABRIC_MANAGER_SERVICE = 'nvidia-fabricmanager.service'
@@ -238,14 +238,4 @@ def prometheus_samples(nvswitches, gpus, devices, manager):
 
 def render_prometheus(samples):
     """Exposition text (HELP/TYPE once per metric that has samples, in METRICS order), as gpu_prom writes it."""
-    lines = []
-    for metric, kind, help_text in METRICS:
-        mine = [s for s in samples if s[0] == metric]
-        if not mine:
-            continue
-        lines.append('# HELP %s %s' % (metric, help_text))
-        lines.append('# TYPE %s %s' % (metric, kind))
-        for _name, labels, value in mine:
-            text = ','.join('%s="%s"' % (k, _escape(v)) for k, v in labels)
-            lines.append('%s%s %s' % (metric, '{%s}' % text if text else '', _number(value)))
-    return '\n'.join(lines) + ('\n' if lines else '')
+    return render_samples(METRICS, samples)

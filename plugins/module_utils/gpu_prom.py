@@ -63,6 +63,22 @@ def _number(value):
     return repr(float(value))
 
 
+def render_samples(metrics, samples):
+    """Exposition text of (name, labels, value) samples: HELP and TYPE once per metric that has
+    samples, metrics in the order of `metrics` ((name, type, help) triples). The health program's
+    other families (rdma_health, gpu_fabric) are written with it."""
+    lines = []
+    for metric, kind, help_text in metrics:
+        mine = [s for s in samples if s[0] == metric]
+        if not mine:
+            continue
+        lines.append('# HELP %s %s' % (metric, help_text))
+        lines.append('# TYPE %s %s' % (metric, kind))
+        for _name, labels, value in mine:
+            lines.append('%s%s %s' % (metric, _labels(labels), _number(value)))
+    return '\n'.join(lines) + ('\n' if lines else '')
+
+
 def render(facts, timestamp):
     """Return the text of ``gpucluster_health.prom`` for build_facts() output."""
     samples = dict((entry[0], []) for entry in _HELP)

@@ -14,7 +14,7 @@ __metaclass__ = type
 # One exposition format for every textfile the health program writes, and one status scale
 # (worst_status: critical > warning > unknown > ok; info never changes the status).
 from .gpu_health import STATUS_VALUES, worst_status
-from .gpu_prom import _escape, _number
+from .gpu_prom import render_samples
 
 SEVERITY_ORDER = ('critical', 'warning', 'unknown', 'info')
 ACTIVE_STATES = ('ACTIVE', 'ACTIVE_DEFER')
@@ -105,17 +105,7 @@ def prometheus_samples(rdma, issues=None):
 
 def render_prometheus(samples):
     """Exposition text (HELP/TYPE once per metric that has samples, in METRICS order)."""
-    lines = []
-    for metric, kind, help_text in METRICS:
-        mine = [s for s in samples if s[0] == metric]
-        if not mine:
-            continue
-        lines.append('# HELP %s %s' % (metric, help_text))
-        lines.append('# TYPE %s %s' % (metric, kind))
-        for _name, labels, value in mine:
-            text = ','.join('%s="%s"' % (k, _escape(v)) for k, v in labels)
-            lines.append('%s%s %s' % (metric, '{%s}' % text if text else '', _number(value)))
-    return '\n'.join(lines) + ('\n' if lines else '')
+    return render_samples(METRICS, samples)
 
 
 def drift_hca_firmware(rdma):
