@@ -61,8 +61,10 @@ build_torch() {
   box="gpucluster-image-build-$$"
   docker rm -f "$box" >/dev/null 2>&1 || true
   # No systemd, no sshd: the layer gets packages only (no machine-id, no host keys), and the
-  # package lists are emptied and dated 1970 again as in the base image.
-  docker run --name "$box" --entrypoint /bin/sh "$IMAGE_REPO:$base" -euc '
+  # package lists are emptied and dated 1970 again as in the base image. The shell is given as the
+  # command, not with --entrypoint: docker commit keeps an entrypoint set that way (ENTRYPOINT []
+  # does not clear it), and the image would then start "/bin/sh /lib/systemd/systemd".
+  docker run --name "$box" "$IMAGE_REPO:$base" /bin/sh -euc '
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends python3-torch >/dev/null
@@ -70,10 +72,13 @@ build_torch() {
     rm -rf /var/lib/apt/lists/*_* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb
     touch -d @0 /var/lib/apt/lists' || { docker rm -f "$box" >/dev/null; die "installing python3-torch into $image failed"; }
   docker commit \
-    -c 'CMD ["/lib/systemd/systemd"]' -c 'ENTRYPOINT []' \
+    -c 'CMD ["/lib/systemd/systemd"]' \
     -c "LABEL gpucluster.lab.recipe=$recipe" \
     "$box" "$image" >/dev/null
   docker rm -f "$box" >/dev/null
+  # A node must boot systemd itself: refuse an image that would start anything else.
+  [[ "$(docker image inspect -f '{{ json .Config.Entrypoint }} {{ json .Config.Cmd }}' "$image")" == 'null ["/lib/systemd/systemd"]' ]] ||
+    die "$image does not start /lib/systemd/systemd as its only command: $(docker image inspect -f '{{ json .Config.Entrypoint }} {{ json .Config.Cmd }}' "$image")"
   echo "build-image: built $image (recipe $recipe)"
 }
 build() {
