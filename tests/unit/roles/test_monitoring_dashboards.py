@@ -17,7 +17,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpucluster.core.plugins.module_utils import gpu_fabric, gpu_prom, rdma_health
+from ansible_collections.gpucluster.core.plugins.module_utils import checkpoint_backup, gpu_fabric, gpu_prom, rdma_health
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
@@ -33,7 +33,8 @@ HEALTH_METRICS = set(gpu_prom.METRIC_NAMES) | set(metric for metric, _kind, _hel
     | set(metric for metric, _kind, _help in gpu_fabric.METRICS)
 # ... plus the per-node expectations this role writes itself.
 OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'} \
-    | set(validate_report.METRIC_NAMES)   # playbooks/validate.yml's gpucluster_validate.prom
+    | set(validate_report.METRIC_NAMES) \
+    | set(checkpoint_backup.METRIC_NAMES)   # playbooks/validate.yml's textfile; roles/checkpoint_backup's
 # node_exporter 1.5.0's infiniband collector, as printed by Debian's binary over a synthetic sysfs tree.
 INFINIBAND_METRICS = {
     'node_infiniband_info', 'node_infiniband_state_id', 'node_infiniband_physical_state_id',
