@@ -9,6 +9,7 @@ kernel module reports, and which driver a CUDA toolkit needs.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import fnmatch
 import re
 
 from ansible_collections.gpucluster.core.plugins.module_utils import nvidia_packages
@@ -462,6 +463,31 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
     }
 
 
+def apt_specs_unsatisfied(specs, dpkg_lines):
+    """The apt install specs (``name`` or ``name=VERSION-GLOB``) that the installed packages do not
+    satisfy yet. ``dpkg_lines``: ``dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n'``
+    lines; a package counts as installed only in state ``ii`` or ``hi`` (half-installed, unpacked or
+    config-files packages are not). An empty result means ``apt: state=present`` would change
+    nothing, so the role can skip the apt module, whose pin and candidate resolution over the whole
+    package cache costs a minute of CPU on a converged node."""
+    if isinstance(specs, str) or not isinstance(specs, (list, tuple)):
+        _fail('apt specs must be a list of strings such as ["nvidia-smi=535.309.01-*"] (got %r)' % (specs,))
+    if isinstance(dpkg_lines, str):
+        dpkg_lines = dpkg_lines.splitlines()
+    installed = {}
+    for line in dpkg_lines or []:
+        fields = str(line).split()
+        if len(fields) >= 3 and fields[2][:2] in ('ii', 'hi'):
+            installed[fields[0].split(':', 1)[0]] = fields[1]
+    missing = []
+    for spec in specs:
+        name, _, glob = str(spec).partition('=')
+        version = installed.get(name)
+        if version is None or (glob and not fnmatch.fnmatchcase(version, glob)):
+            missing.append(spec)
+    return missing
+
+
 _EXPECTED = {
     'nvidia_driver_version_info': 'nvidia_driver_version as a string such as "535.309.01"',
     'nvidia_upstream_version': 'a package version string',
@@ -478,6 +504,7 @@ _EXPECTED = {
     'cuda_driver_check': 'cuda_toolkit_versions as a list of strings and the driver version',
     'cuda_toolkit_plan': 'cuda_toolkit_versions as a list of strings such as ["12.4"], cuda_toolkit_version, '
                          'cuda_toolkit_source, the OS, cuda_toolkit_cudnn_version and cuda_toolkit_nccl_version',
+    'apt_specs_unsatisfied': "a list of apt install specs and dpkg-query's 'Package Version Status' lines",
 }
 
 
@@ -497,5 +524,6 @@ class FilterModule(object):
             'cuda_min_driver': cuda_min_driver,
             'cuda_driver_check': cuda_driver_check,
             'cuda_toolkit_plan': cuda_toolkit_plan,
+            'apt_specs_unsatisfied': apt_specs_unsatisfied,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

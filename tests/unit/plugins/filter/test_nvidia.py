@@ -301,3 +301,40 @@ def test_pci_rule_is_shared(tmp_path, pci_class, kind):
     (device / 'vendor').write_text('0x10de\n')
     (device / 'class').write_text(pci_class + '\n')
     assert gpu_probe.nvidia_pci_addresses(str(tmp_path)) == (['0000:41:00.0'] if kind == 'gpu' else [])
+
+
+# apt_specs_unsatisfied: which install specs apt would still act on, read from dpkg-query lines.
+_DPKG_LINES = [
+    'nvidia-cuda-toolkit 11.8.89~11.8.0-5~deb12u1 hi ',
+    'libnccl2 2.21.5-1+cuda12.4 ii ',
+    'libnccl-dev 2.21.5-1+cuda12.4 rc ',
+    'cuda-toolkit-12-4 12.4.1-1 iU ',
+]
+
+
+def test_apt_specs_unsatisfied_installed_and_held_spec_is_satisfied():
+    assert nvidia.apt_specs_unsatisfied(['nvidia-cuda-toolkit=11.8.*'], _DPKG_LINES) == []
+
+
+def test_apt_specs_unsatisfied_other_version_is_not():
+    assert nvidia.apt_specs_unsatisfied(['nvidia-cuda-toolkit=12.4.*'], _DPKG_LINES) == ['nvidia-cuda-toolkit=12.4.*']
+
+
+def test_apt_specs_unsatisfied_config_files_and_unpacked_are_not_installed():
+    specs = ['libnccl-dev=2.21.5-1+cuda12.4', 'cuda-toolkit-12-4']
+    assert nvidia.apt_specs_unsatisfied(specs, _DPKG_LINES) == specs
+
+
+def test_apt_specs_unsatisfied_unknown_package_and_plain_name():
+    assert nvidia.apt_specs_unsatisfied(['libnccl2', 'nvidia-smi'], '\n'.join(_DPKG_LINES)) == ['nvidia-smi']
+
+
+def test_apt_specs_unsatisfied_exact_version_with_architecture_suffix():
+    lines = ['libnccl2:amd64 2.21.5-1+cuda12.4 ii ']
+    assert nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.4'], lines) == []
+    assert nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.5'], lines) == ['libnccl2=2.21.5-1+cuda12.5']
+
+
+def test_apt_specs_unsatisfied_rejects_a_string_of_specs():
+    with pytest.raises(AnsibleFilterError, match='apt specs must be a list'):
+        nvidia.FilterModule().filters()['apt_specs_unsatisfied']('libnccl2', _DPKG_LINES)
