@@ -481,7 +481,7 @@ def apt_specs_unsatisfied(specs, dpkg_lines):
             installed[fields[0].split(':', 1)[0]] = fields[1]
     missing = []
     for spec in specs:
-        name, _, glob = str(spec).partition('=')
+        name, _sep, glob = str(spec).partition('=')
         version = installed.get(name)
         if version is None or (glob and not fnmatch.fnmatchcase(version, glob)):
             missing.append(spec)

@@ -21,6 +21,8 @@ import os
 import re
 import stat
 
+from .prom_text import render_samples
+
 # Names a user directory may have (the Slurm/POSIX portable user name); anything else under SOURCE is not a
 # user's and is left out (and counted as skipped).
 USER_NAME = re.compile(r'^[a-z_][a-z0-9_.-]{0,31}$')
@@ -251,45 +253,29 @@ def update_state(state, operation, success, now, duration=None, snapshots=None, 
     return new
 
 
-def _number(value):
-    if isinstance(value, bool):
-        return '1' if value else '0'
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
-
-
 def render_metrics(state):
     """node_exporter textfile text of STATE (update_state's result); a part never run is left out."""
     samples = []
     backup = (state or {}).get('backup')
     check = (state or {}).get('check')
     if backup:
-        samples.append(('gpucluster_checkpoint_backup_success', '', backup['success']))
-        samples.append(('gpucluster_checkpoint_backup_last_run_timestamp_seconds', '', backup['last_run']))
-        samples.append(('gpucluster_checkpoint_backup_last_success_timestamp_seconds', '', backup['last_success']))
+        samples.append(('gpucluster_checkpoint_backup_success', [], backup['success']))
+        samples.append(('gpucluster_checkpoint_backup_last_run_timestamp_seconds', [], backup['last_run']))
+        samples.append(('gpucluster_checkpoint_backup_last_success_timestamp_seconds', [], backup['last_success']))
         if 'duration' in backup:
-            samples.append(('gpucluster_checkpoint_backup_duration_seconds', '', backup['duration']))
+            samples.append(('gpucluster_checkpoint_backup_duration_seconds', [], backup['duration']))
         if 'snapshots' in backup:
-            samples.append(('gpucluster_checkpoint_backup_snapshots', '', backup['snapshots']))
+            samples.append(('gpucluster_checkpoint_backup_snapshots', [], backup['snapshots']))
         for name in STATES:
             if name in backup.get('checkpoints', {}):
-                samples.append(('gpucluster_checkpoint_backup_checkpoints', '{state="%s"}' % name,
+                samples.append(('gpucluster_checkpoint_backup_checkpoints', [('state', name)],
                                 backup['checkpoints'][name]))
     if check:
-        samples.append(('gpucluster_checkpoint_backup_check_success', '', check['success']))
-        samples.append(('gpucluster_checkpoint_backup_check_last_run_timestamp_seconds', '', check['last_run']))
-        samples.append(('gpucluster_checkpoint_backup_check_last_success_timestamp_seconds', '',
+        samples.append(('gpucluster_checkpoint_backup_check_success', [], check['success']))
+        samples.append(('gpucluster_checkpoint_backup_check_last_run_timestamp_seconds', [], check['last_run']))
+        samples.append(('gpucluster_checkpoint_backup_check_last_success_timestamp_seconds', [],
                         check['last_success']))
-    lines = []
-    for name, kind, help_text in METRICS:
-        mine = [sample for sample in samples if sample[0] == name]
-        if not mine:
-            continue
-        lines.append('# HELP %s %s' % (name, help_text))
-        lines.append('# TYPE %s %s' % (name, kind))
-        lines.extend('%s%s %s' % (name, labels, _number(value)) for _name, labels, value in mine)
-    return '\n'.join(lines) + ('\n' if lines else '')
+    return render_samples(METRICS, samples)
 
 
 def restore_errors(user, snapshot, target, source, force, target_entries):

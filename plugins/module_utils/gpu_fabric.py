@@ -22,7 +22,7 @@ import re
 
 from . import gpu_smi_xml
 from .gpu_probe import find_executable, nvidia_pci_kind
-from .gpu_prom import render_samples
+from .prom_text import render_samples
 from .gpu_smi_xml import normalize_pci_address
 
 FABRIC_MANAGER_SERVICE = 'nvidia-fabricmanager.service'

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from .gpu_health import STATUS_VALUES, worst_status
+from .prom_text import format_labels as _labels, format_number as _number
 
 _HELP = (
     ('gpucluster_health_status', 'Node GPU health: 0 ok, 1 warning, 2 critical, 3 unknown.'),
@@ -43,40 +44,6 @@ _HELP = (
 # The names of the metrics render() writes (dashboards and rules may use only these and the other writers').
 METRIC_NAMES = tuple(name for name, _help in _HELP)
 MIB = 1024 * 1024
-
-
-def _escape(value):
-    return str(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
-
-
-def _labels(labels):
-    if not labels:
-        return ''
-    return '{%s}' % ','.join('%s="%s"' % (k, _escape(v)) for k, v in labels)
-
-
-def _number(value):
-    if isinstance(value, bool):
-        return '1' if value else '0'
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
-
-
-def render_samples(metrics, samples):
-    """Exposition text of (name, labels, value) samples: HELP and TYPE once per metric that has
-    samples, metrics in the order of `metrics` ((name, type, help) triples). The health program's
-    other families (rdma_health, gpu_fabric) are written with it."""
-    lines = []
-    for metric, kind, help_text in metrics:
-        mine = [s for s in samples if s[0] == metric]
-        if not mine:
-            continue
-        lines.append('# HELP %s %s' % (metric, help_text))
-        lines.append('# TYPE %s %s' % (metric, kind))
-        for _name, labels, value in mine:
-            lines.append('%s%s %s' % (metric, _labels(labels), _number(value)))
-    return '\n'.join(lines) + ('\n' if lines else '')
 
 
 def render(facts, timestamp):

@@ -14,7 +14,7 @@ __metaclass__ = type
 # One exposition format for every textfile the health program writes, and one status scale
 # (worst_status: critical > warning > unknown > ok; info never changes the status).
 from .gpu_health import STATUS_VALUES, worst_status
-from .gpu_prom import render_samples
+from .prom_text import render_samples
 
 SEVERITY_ORDER = ('critical', 'warning', 'unknown', 'info')
 ACTIVE_STATES = ('ACTIVE', 'ACTIVE_DEFER')
