@@ -254,10 +254,14 @@ def kept_nodes(conf_text, gres_text):
     """
     nodes = {}
     for raw in (conf_text or '').splitlines():
-        line = raw.split('#', 1)[0].strip()
+        line, dummy, comment = raw.partition('#')
+        line = line.strip()
         if not line.lower().startswith('nodename='):
             continue
         f = _words(line)
+        # node_line's trailing comment names the inventory host: a host that cannot be reached (no
+        # hostname fact, so no node name this run) still finds its definition by it.
+        host = _words(comment).get('host', '')
         try:
             record = {
                 'name': f['nodename'],
@@ -273,6 +277,8 @@ def kept_nodes(conf_text, gres_text):
                 'weight': int(f['weight']) if 'weight' in f else None,
                 'gres': [],
             }
+            if host:
+                record['host'] = host
         except (KeyError, ValueError):
             # Not a line this role wrote (node ranges, DEFAULT): it is not kept.
             continue
@@ -328,6 +334,9 @@ def cluster_nodes(compute, kept=None):
             out['notes'] += plan.get('notes') or []
             if node is not None:
                 out['problems'][node['name']] = list(plan.get('problems') or [])
+        if node is None and name not in kept and not info.get('live'):
+            # No facts this run, so the name may be the inventory host's: find the record by its host.
+            name = next((n for n in sorted(kept) if kept[n].get('host') == host), name)
         if node is None and name in kept:
             node = kept[name]
             if not info.get('live'):
@@ -339,6 +348,7 @@ def cluster_nodes(compute, kept=None):
                 out['notes'].append('%s (%s): no definition yet and no facts this run; left out of slurm.conf'
                                     % (name, host))
             continue
+        node = dict(node, host=host)
         out['nodes'].append(node)
         out['names'][host] = node['name']
     out['nodes'].sort(key=lambda n: n['name'])
@@ -566,6 +576,9 @@ def node_line(node):
     if node.get('weight') not in (None, ''):
         words.append('Weight=%d' % int(node['weight']))
     words.append('State=UNKNOWN')
+    if node.get('host'):
+        # Read back by kept_nodes: the definition of a host that is unreachable in a later run.
+        words.append('# host=%s' % node['host'])
     return ' '.join(words)
 
 

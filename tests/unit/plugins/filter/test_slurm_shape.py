@@ -298,11 +298,32 @@ def test_cluster_nodes_keep_the_dead_and_leave_out_the_unknown():
                            'h2': {'name': 'node2', 'live': True, 'plan': live},
                            'h3': {'name': 'node3', 'live': False, 'plan': None}}, kept)
     assert [n['name'] for n in out['nodes']] == ['node1', 'node2']
-    assert s.node_line(out['nodes'][0]) == s.node_line(kept['node1'])
+    assert s.node_line(out['nodes'][0]) == s.node_line(dict(kept['node1'], host='h1'))
     assert out['names'] == {'h1': 'node1', 'h2': 'node2'}
     assert out['unreachable'] == ['h1', 'h3'] and out['kept'] == ['node1'] and out['absent'] == ['h3']
     assert out['problems'] == {'node2': []}
     assert any('node3 (h3): no definition yet' in n for n in out['notes'])
+
+
+def test_a_dead_host_without_facts_finds_its_definition_by_its_inventory_name():
+    # Written by one run with every host up: each NodeName line names its inventory host.
+    first = s.cluster_nodes({'lab-node1': {'name': 'node1', 'live': False, 'plan': None},
+                             'lab-node2': {'name': 'node2', 'live': False, 'plan': None}}, s.kept_nodes(CONF, GRES))
+    assert [n['name'] for n in first['nodes']] == ['node1', 'node2']
+    conf = '\n'.join(s.node_line(n) for n in first['nodes']) + '\n'
+    assert conf.splitlines()[1].endswith(' State=UNKNOWN # host=lab-node2')
+    kept = s.kept_nodes(conf, GRES)
+    assert kept['node2']['host'] == 'lab-node2'
+    # The next run cannot reach lab-node2: no hostname fact, so its name falls back to the host's.
+    out = s.cluster_nodes({'lab-node1': {'name': 'node1', 'live': False, 'plan': None},
+                           'lab-node2': {'name': 'lab-node2', 'live': False, 'plan': None}}, kept)
+    assert [n['name'] for n in out['nodes']] == ['node1', 'node2']
+    assert out['names'] == {'lab-node1': 'node1', 'lab-node2': 'node2'}
+    assert out['kept'] == ['node1', 'node2'] and out['absent'] == []
+    assert s.node_line(out['nodes'][1]) == conf.splitlines()[1]
+    # A live host is never matched by the comment: its name comes from its facts.
+    live = s.cluster_nodes({'lab-node2': {'name': 'lab-node2', 'live': True, 'plan': None}}, kept)
+    assert live['absent'] == ['lab-node2']
 
 
 def test_partitions_drop_absent_members_and_empty_partitions():
