@@ -33,3 +33,33 @@ def real_fixtures_dir():
 @pytest.fixture(scope='session')
 def own_fixtures_dir():
     return os.path.join(REPO, 'tests', 'unit', 'fixtures')
+
+
+@pytest.fixture(scope='session')
+def ansible_render():
+    """Render a value with Ansible's own templar, as a play would: ``render(variables, value)``.
+
+    Strings are marked trusted (ansible-core 2.19 and later template only trusted strings). Ansible's
+    Jinja differs from plain Jinja2 (a backslash pair in a Jinja string stays two characters inside
+    ``{{ }}``), so role expressions are checked with this rather than with jinja2 itself.
+    """
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:  # pragma: no cover - ansible-core before 2.19 trusts every string
+        def trust_as_template(value):
+            return value
+
+    def trust(value):
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, dict):
+            return dict((k, trust(v)) for k, v in value.items())
+        if isinstance(value, list):
+            return [trust(v) for v in value]
+        return value
+
+    def render(variables, value):
+        return Templar(loader=DataLoader(), variables=trust(variables)).template(trust(value))
+    return render

@@ -10,35 +10,16 @@ import os
 
 import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
-
-try:  # ansible-core >= 2.19 templates only trusted strings
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover
-    def trust_as_template(value):
-        return value
-
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 ROLE = os.path.join(REPO, 'roles', 'monitoring')
 
 
-def _trust(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return dict((k, _trust(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [_trust(v) for v in value]
-    return value
-
-
 def _load(*parts):
     with open(os.path.join(ROLE, *parts)) as handle:
-        return _trust(yaml.safe_load(handle))
+        return yaml.safe_load(handle)
 
 
-def _alertmanager_args(servers, peers):
+def _alertmanager_args(render, servers, peers):
     variables = dict(_load('defaults', 'main.yml'))
     variables.update(_load('vars', 'main.yml'))
     variables.update({
@@ -48,19 +29,18 @@ def _alertmanager_args(servers, peers):
         # Stands for the hostvars lookup of the other servers' addresses.
         '__monitoring_alertmanager_peer_addresses': peers,
     })
-    templar = Templar(loader=DataLoader(), variables=variables)
-    return templar.template(variables['__monitoring_alertmanager_args'])
+    return render(variables, variables['__monitoring_alertmanager_args'])
 
 
-def test_two_servers_name_each_other_as_cluster_peers():
-    args = _alertmanager_args(['mon1', 'mon2'], ['10.0.0.2'])
-    port = yaml.safe_load(open(os.path.join(ROLE, 'defaults', 'main.yml')))['monitoring_alertmanager_cluster_port']
+def test_two_servers_name_each_other_as_cluster_peers(ansible_render):
+    args = _alertmanager_args(ansible_render, ['mon1', 'mon2'], ['10.0.0.2'])
+    port = _load('defaults', 'main.yml')['monitoring_alertmanager_cluster_port']
     assert '--cluster.peer=10.0.0.2:%s' % port in args, args
     assert '--cluster.listen-address=10.0.0.1:%s' % port in args, args
     assert not [a for a in args if '\\' in a], args
 
 
-def test_one_server_turns_clustering_off():
-    args = _alertmanager_args(['mon1'], [])
+def test_one_server_turns_clustering_off(ansible_render):
+    args = _alertmanager_args(ansible_render, ['mon1'], [])
     assert '--cluster.listen-address=' in args, args
     assert not [a for a in args if a.startswith('--cluster.peer')], args

@@ -11,17 +11,7 @@ import os
 import pytest
 import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
-
-try:  # ansible-core >= 2.19 templates only trusted strings
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover
-    def trust_as_template(value):
-        return value
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
-TASKS = os.path.join(REPO, 'roles', 'rdma', 'tasks', 'ipoib.yml')
+TASKS = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'roles', 'rdma', 'tasks', 'ipoib.yml')
 
 
 def _expression():
@@ -30,7 +20,7 @@ def _expression():
     for task in tasks:
         facts = task.get('ansible.builtin.set_fact') or {}
         if '__rdma_networkd_ipoib_section' in facts:
-            return trust_as_template(facts['__rdma_networkd_ipoib_section'])
+            return facts['__rdma_networkd_ipoib_section']
     raise AssertionError('no task sets __rdma_networkd_ipoib_section in %s' % TASKS)
 
 
@@ -40,7 +30,7 @@ def _expression():
     ('systemd 252 (252.39-1~deb12u1)', False),
     ('', False),
 ])
-def test_networkd_ipoib_section_follows_the_systemd_version(line, expected):
+def test_networkd_ipoib_section_follows_the_systemd_version(ansible_render, line, expected):
     variables = {'__rdma_systemd_version': {'stdout_lines': [line] if line else []}}
-    result = Templar(loader=DataLoader(), variables=variables).template(_expression())
+    result = ansible_render(variables, _expression())
     assert str(result) == str(expected), (line, result)
