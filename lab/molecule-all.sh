@@ -9,6 +9,12 @@
 # non-zero and the failed scenarios are named last.
 # The name @static stands for `make static` (yamllint, ansible-lint, sanity, units, promtool): make
 # test runs it as one job beside the longest scenario, so the static checks do not delay the lab.
+# The first scenario named is the critical path (make test names the longest first: the whole lab and
+# its day-2 checks run long after every other job has ended). It gets the CPU first: every other job
+# runs under `nice -n MOLECULE_NICE` (default 10), and the first scenario's containers (molecule
+# names them <scenario>-*) get MOLECULE_CPU_SHARES (default 4096, docker's default is 1024) as they
+# start, so its nodes' work goes ahead of the other scenarios' nodes. The other jobs use the CPU the
+# critical path leaves idle (it waits on daemons, SSH and apt much of the time).
 #   MOLECULE_JOBS=1 lab/molecule-all.sh default health_check
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -19,16 +25,54 @@ if ! [[ $jobs =~ ^[1-9][0-9]?$ ]]; then
   exit 2
 fi
 (($# > 0)) || { echo "molecule-all: usage: lab/molecule-all.sh SCENARIO [SCENARIO...]" >&2; exit 2; }
+nice_level=${MOLECULE_NICE:-10}
+cpu_shares=${MOLECULE_CPU_SHARES:-4096}
+if ! [[ $nice_level =~ ^[0-9]{1,2}$ ]] || ((nice_level > 19)); then
+  echo "molecule-all: MOLECULE_NICE=$nice_level is not accepted: a whole number from 0 to 19" >&2
+  exit 2
+fi
+if ! [[ $cpu_shares =~ ^[0-9]{1,6}$ ]] || ((cpu_shares < 2 || cpu_shares > 262144)); then
+  echo "molecule-all: MOLECULE_CPU_SHARES=$cpu_shares is not accepted: a whole number from 2 to 262144" >&2
+  exit 2
+fi
+critical=$1
 
 logdir=$(mktemp -d "${TMPDIR:-/tmp}/gpucluster-molecule.XXXXXX")
-trap 'rm -rf "$logdir"' EXIT
+watcher=
+cleanup() {
+  # The watcher runs in a process group of its own (setsid): end docker events with it.
+  [[ -n $watcher ]] && kill -- -"$watcher" 2>/dev/null
+  rm -rf "$logdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Give the critical scenario's containers their CPU shares as docker starts them (a restarted node
+# keeps them: docker stores them with the container). Best effort: a docker that cannot set shares
+# leaves the default, and the run is only slower.
+if [[ $critical != @static ]] && command -v docker >/dev/null && command -v setsid >/dev/null; then
+  CRITICAL=$critical CPU_SHARES=$cpu_shares setsid bash -c '
+    docker events --filter type=container --filter event=start --format "{{.Actor.Attributes.name}}" 2>/dev/null |
+      while read -r name; do
+        [[ $name == "$CRITICAL"-* ]] || continue
+        docker update --cpu-shares "$CPU_SHARES" "$name" >/dev/null 2>&1 ||
+          echo "molecule-all: could not give $name $CPU_SHARES CPU shares (it runs with docker'"'"'s default)" >&2
+      done' </dev/null &
+  watcher=$!
+fi
 declare -A scenario_of=()
 failed=()
 
 collect() {
   local pid rc s
-  wait -n -p pid
-  rc=$?
+  while :; do
+    wait -n -p pid
+    rc=$?
+    [[ -n ${scenario_of[$pid]+set} ]] && break
+    # The CPU-shares watcher ended (docker events stopped): the jobs go on without it.
+    [[ $pid == "$watcher" ]] && watcher=
+  done
   s=${scenario_of[$pid]}
   unset "scenario_of[$pid]"
   if [[ $s == @static ]]; then echo "=== make static: output follows"; else echo "=== molecule test -s $s: output follows"; fi
@@ -39,12 +83,14 @@ collect() {
 for s in "$@"; do
   while ((${#scenario_of[@]} >= jobs)); do collect; done
   ((${#failed[@]} == 0)) || break
+  niceness=()
+  [[ $s == "$critical" ]] || niceness=(nice -n "$nice_level")
   if [[ $s == @static ]]; then
-    echo "=== $(date -u +%H:%M:%S) make static started (log printed when it ends)"
-    make --no-print-directory static >"$logdir/$s.log" 2>&1 &
+    echo "=== $(date -u +%H:%M:%S) make static started${niceness:+ (nice $nice_level)} (log printed when it ends)"
+    "${niceness[@]}" make --no-print-directory static >"$logdir/$s.log" 2>&1 &
   else
-    echo "=== $(date -u +%H:%M:%S) molecule test -s $s started (log printed when it ends)"
-    lab/stage.sh "molecule $s" molecule test -s "$s" >"$logdir/$s.log" 2>&1 &
+    echo "=== $(date -u +%H:%M:%S) molecule test -s $s started${niceness:+ (nice $nice_level)} (log printed when it ends)"
+    "${niceness[@]}" lab/stage.sh "molecule $s" molecule test -s "$s" >"$logdir/$s.log" 2>&1 &
   fi
   scenario_of[$!]=$s
 done
