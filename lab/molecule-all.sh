@@ -52,13 +52,7 @@ trap 'exit 143' TERM
 # keeps them: docker stores them with the container). Best effort: a docker that cannot set shares
 # leaves the default, and the run is only slower.
 if [[ $critical != @static ]] && command -v docker >/dev/null && command -v setsid >/dev/null; then
-  CRITICAL=$critical CPU_SHARES=$cpu_shares setsid bash -c '
-    docker events --filter type=container --filter event=start --format "{{.Actor.Attributes.name}}" 2>/dev/null |
-      while read -r name; do
-        [[ $name == "$CRITICAL"-* ]] || continue
-        docker update --cpu-shares "$CPU_SHARES" "$name" >/dev/null 2>&1 ||
-          echo "molecule-all: could not give $name $CPU_SHARES CPU shares (it runs with docker'"'"'s default)" >&2
-      done' </dev/null &
+  setsid lab/cpu-shares-watch.sh "$critical" "$cpu_shares" </dev/null &
   watcher=$!
 fi
 declare -A scenario_of=()
