@@ -10,7 +10,7 @@
 # The name @static stands for `make static` (yamllint, ansible-lint, sanity, units, promtool): make
 # test runs it as one job beside the longest scenario, so the static checks do not delay the lab.
 # The first scenario named is the critical path (make test names the longest first: the whole lab and
-# its day-2 checks run long after every other job has ended). It gets the CPU first: every other job
+# its cluster-wide checks, which run on after the other jobs have ended). It gets the CPU first: every other job
 # runs under `nice -n MOLECULE_NICE` (default 10), and the first scenario's containers (molecule
 # names them <scenario>-*) get MOLECULE_CPU_SHARES (default 4096, docker's default is 1024) as they
 # start, so its nodes' work goes ahead of the other scenarios' nodes. The other jobs use the CPU the
