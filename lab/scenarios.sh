@@ -4,8 +4,7 @@
 # and the short role scenarios fill in beside them; a scenario not named here runs after these.
 # Scenarios named in `long` run only with GPUCLUSTER_LAB_LONG=1 (or by name: make molecule
 # SCENARIOS=NAME): their lab proof passes, but make test would take more than its hour with them
-# (docs/DEVELOPING.md, "CI time"). None is now; within a scenario, GPUCLUSTER_LAB_LONG=1 also runs
-# default's day-2 checks and nvidia_driver's second driver install.
+# (docs/DEVELOPING.md, "CI time"). None is now.
 cd "$(dirname "$0")/.." || exit 1
 order=(default nvidia_driver monitoring container_runtime rdma storage health_check)
 long=()
