@@ -3,7 +3,8 @@
 #   lab: for each lab size in BENCH_SIZES (default "3 6"): remove the lab, then time the first
 #        converge of a fresh lab (lab/lab.sh up: containers, bootstrap, GPU stand-in, site.yml),
 #        the idempotent re-run of site.yml and a --check --diff run, each with its ratio to the
-#        first converge, and list the 15 most expensive tasks of the re-run
+#        first converge and the CPU seconds the controller and the nodes spent on it, and list the
+#        15 most expensive tasks of the re-run
 #        (ansible.posix.profile_tasks: a task's time summed over all nodes' results).
 #   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale, ...)
 # BENCH_LAB=0 skips the lab part (it removes and rebuilds the lab). Logs: .bench/<nodes>-nodes/.
@@ -23,16 +24,52 @@ recap() {  # task results, changed, failed, unreachable across hosts, from an an
        END { printf "%d task results, changed=%d, failed=%d, unreachable=%d", ok, ch, f, u }' "$1"
 }
 
+# CPU seconds the lab's containers have used so far (cgroup v1 cpuacct or v2 cpu.stat), summed.
+nodes_cpu() {
+  local id total=0 ns
+  for id in $(docker ps -q --no-trunc --filter "label=gpucluster.lab.node"); do
+    if [[ -r /sys/fs/cgroup/cpuacct/docker/$id/cpuacct.usage ]]; then
+      ns=$(cat "/sys/fs/cgroup/cpuacct/docker/$id/cpuacct.usage")
+    elif [[ -r /sys/fs/cgroup/system.slice/docker-$id.scope/cpu.stat ]]; then
+      ns=$(( $(awk '/^usage_usec/ { print $2 }' "/sys/fs/cgroup/system.slice/docker-$id.scope/cpu.stat") * 1000 ))
+    else
+      echo -1; return
+    fi
+    total=$(( total + ns ))
+  done
+  echo "$total"
+}
+
+# Runs a command and writes the CPU seconds (user + system) it and its children used to $CPU_FILE.
+with_cpu() {
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%.1f" % (r.ru_utime + r.ru_stime))
+sys.exit(rc)' "$CPU_FILE" "$@"
+}
+
 declare -A SECS
 failed=()
 timed() {  # key, label, log, command...; returns the command's exit status
   local key=$1 label=$2 log=$3; shift 3
-  local t0=$EPOCHREALTIME rc=0 ratio
-  "$@" >"$log" 2>&1 || rc=$?
+  local t0=$EPOCHREALTIME rc=0 ratio n0 n1 cpu
+  CPU_FILE=$log.cpu
+  n0=$(nodes_cpu)
+  with_cpu "$@" >"$log" 2>&1 || rc=$?
+  n1=$(nodes_cpu)
   SECS[$key]=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   ratio=$(awk -v s="${SECS[$key]}" -v f="${SECS[${key%%:*}:first]:-0}" 'BEGIN { if (f > 0) printf "%.2f", s / f; else printf "-" }')
   printf '  %-32s %7s s  %5s x first   %s   (%d tasks)%s\n' "$label" "${SECS[$key]}" "$ratio" "$(recap "$log")" \
     "$(grep -c '^TASK \[' "$log" || true)" "$( [[ $rc == 0 ]] || echo "   EXIT $rc, see $log")"
+  # Where the CPU went: the controller (ansible-playbook and its workers, ssh) and the nodes (their
+  # Python running each module). At a site every node has its own cores; in the lab all share these.
+  cpu=$(cat "$CPU_FILE" 2>/dev/null || echo '?')
+  if [[ $key != *:first && $n0 -ge 0 && $n1 -ge 0 ]]; then
+    printf '  %-32s controller %s s, nodes %s s (%s s per node)\n' "  CPU" "$cpu" \
+      "$(awk -v a="$n0" -v b="$n1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')" \
+      "$(awk -v a="$n0" -v b="$n1" -v n="$nodes" 'BEGIN { printf "%.1f", (b - a) / 1e9 / n }')"
+  fi
   (( rc == 0 )) || failed+=("$nodes nodes: $label (exit $rc, $log)")
   return "$rc"
 }
