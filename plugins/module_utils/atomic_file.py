@@ -30,10 +30,11 @@ def write_atomic(path, text, mode=0o644, prefix=None):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
+    fsync_directory(directory)
 
 
-def _fsync_directory(directory):
+def fsync_directory(directory):
+    """fsync a directory, so that a rename in it survives a crash; a refusal of the file system is ignored."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:

@@ -154,6 +154,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
+from ansible_collections.gpucluster.core.plugins.module_utils.atomic_file import fsync_directory
 
 
 def _file_args(module, spec, path):
@@ -351,7 +352,8 @@ class FileSet(object):
             if self.module.selinux_enabled():
                 self.module.set_default_selinux_context(dest, False)
         if pending:
-            _fsync_dirs(set(os.path.dirname(dest) for dest, dummy in pending))
+            for directory in sorted(set(os.path.dirname(dest) for dest, dummy in pending)):
+                fsync_directory(directory)
         for path in absent:
             self.remove(path)
         result = {'changed': bool(self.changed_paths), 'changed_paths': self.changed_paths}
@@ -367,20 +369,6 @@ def _removable(path):
         return False
     parts = [part for part in os.path.realpath(path).split(os.sep) if part]
     return len(parts) >= 2
-
-
-def _fsync_dirs(directories):
-    for directory in directories:
-        try:
-            fd = os.open(directory, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
 
 
 def main():
