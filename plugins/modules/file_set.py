@@ -243,7 +243,8 @@ class FileSet(object):
                 self.diffs.append(diff)
 
     def prepare(self, spec):
-        """Returns (dest, temporary file or None, new) for a file whose content must be replaced."""
+        """For a file whose content must change: writes and checks the new content in a temporary file beside
+        it and returns that file's path. None when the content is unchanged, and in check mode."""
         dest = spec['dest']
         new = to_bytes(spec['content'], errors='surrogate_or_strict')
         old = None
