@@ -8,7 +8,9 @@
 # idempotence, check, verify), read from molecule's own "[scenario > action] Executed" lines:
 #   == 22:35:10   step health_check > converge 41 s
 # When STAGE_LOG names a file, the stage lines (not the steps) are appended to it as well; .ci/run
-# prints that file as a summary at the end.
+# prints that file as a summary at the end. A stage that fails also leaves an excerpt of its output in
+# STAGE_LOG.failed (a command's last lines; for molecule, the failed tasks with a few lines after each),
+# which .ci/run prints at the very end: a CI log cut to its tail still says what failed.
 #   lab/stage.sh NAME COMMAND [ARGS...]
 # The command's exit status is passed on unchanged.
 set -uo pipefail
@@ -35,12 +37,32 @@ molecule_steps() {
   done
 }
 
+# The excerpt of a failed stage: at most 50 lines, so that it fits in the tail of a CI log.
+excerpt() {
+  local kind=$1 file=$2
+  if [[ $kind == molecule ]]; then
+    grep -E -A6 '^(fatal|failed): |FAILED!|^ERROR |^CRITICAL |Executed: Failed' "$file" | grep -v -E '^<[^>]+> (ESTABLISH|SSH: EXEC)' | tail -n 50
+  else
+    tail -n 50 "$file"
+  fi
+}
+
 start=$EPOCHSECONDS
 echo "== $(now) start $name"
 rc=0
+out=
+if [[ -n "${STAGE_LOG:-}" ]]; then
+  out=$(mktemp "${TMPDIR:-/tmp}/gpucluster-stage.XXXXXX") || out=
+fi
+[[ -n $out ]] && trap 'rm -f "$out"' EXIT
+kind=command
 if [[ $(basename "$1") == molecule ]]; then
+  kind=molecule
   # Ansible and molecule flush each line; unbuffered Python keeps it so when their output is a pipe.
-  PYTHONUNBUFFERED=1 "$@" 2>&1 | molecule_steps
+  PYTHONUNBUFFERED=1 "$@" 2>&1 | molecule_steps | tee "${out:-/dev/null}"
+  rc=${PIPESTATUS[0]}
+elif [[ -n $out ]]; then
+  "$@" 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
 else
   "$@" || rc=$?
@@ -50,5 +72,9 @@ summary=$(printf '== %s stage %s %d s' "$(now)" "$name" $((EPOCHSECONDS - start)
 echo "$summary"
 if [[ -n "${STAGE_LOG:-}" ]]; then
   echo "$summary" >>"$STAGE_LOG" || echo "stage: cannot append to STAGE_LOG=$STAGE_LOG" >&2
+  if ((rc != 0)) && [[ -n $out ]]; then
+    { echo "== what stage $name printed last (its whole output is above):"; excerpt "$kind" "$out"; } \
+      >>"$STAGE_LOG.failed" || echo "stage: cannot append to $STAGE_LOG.failed" >&2
+  fi
 fi
 exit "$rc"

@@ -7,6 +7,14 @@ import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests must give the same verdict on a loaded CI machine as on an idle one: no per-example
+# deadline and no "too slow" health check (both measure this machine's speed, not the code), the same
+# examples on every run, and no example database written into the checkout.
+settings.register_profile('gpucluster', deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile('gpucluster')
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 _COLLECTIONS = os.path.join(REPO, 'collections')
@@ -63,3 +71,35 @@ def ansible_render():
     def render(variables, value):
         return Templar(loader=DataLoader(), variables=trust(variables)).template(trust(value))
     return render
+
+
+class ModuleExit(Exception):
+    """How a module run in-process ended: ``how`` is 'exit' or 'fail', ``result`` its keyword arguments."""
+
+    def __init__(self, how, result):
+        super(ModuleExit, self).__init__(how)
+        self.how = how
+        self.result = result
+
+
+@pytest.fixture
+def run_module():
+    """Run a module's ``main`` in this process: ``run_module(main, args, check=False, diff=False) -> (how, result)``."""
+    from unittest import mock
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+
+    def exit_json(self, **kwargs):
+        raise ModuleExit('exit', kwargs)
+
+    def fail_json(self, **kwargs):
+        raise ModuleExit('fail', kwargs)
+
+    def run(main, args, check=False, diff=False):
+        full = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
+        with patch_module_args(full), mock.patch.object(basic.AnsibleModule, 'exit_json', exit_json), \
+                mock.patch.object(basic.AnsibleModule, 'fail_json', fail_json):
+            with pytest.raises(ModuleExit) as caught:
+                main()
+        return caught.value.how, caught.value.result
+    return run

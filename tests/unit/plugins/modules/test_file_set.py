@@ -10,37 +10,14 @@ import sys
 import pytest
 from unittest import mock
 
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.gpucluster.core.plugins.modules import file_set
 
 
-class _Exit(Exception):
-    def __init__(self, how, result):
-        super(_Exit, self).__init__(how)
-        self.how = how
-        self.result = result
-
-
-def _exit_json(self, **kwargs):
-    raise _Exit('exit', kwargs)
-
-
-def _fail_json(self, **kwargs):
-    raise _Exit('fail', kwargs)
-
-
-def run(args, check=False, diff=False):
-    full = dict(args)
-    full['_ansible_check_mode'] = check
-    full['_ansible_diff'] = diff
-    with patch_module_args(full), \
-            mock.patch.object(basic.AnsibleModule, 'exit_json', _exit_json), \
-            mock.patch.object(basic.AnsibleModule, 'fail_json', _fail_json):
-        with pytest.raises(_Exit) as caught:
-            file_set.main()
-    return caught.value.how, caught.value.result
+@pytest.fixture
+def run(run_module):
+    def call(args, check=False, diff=False):
+        return run_module(file_set.main, args, check=check, diff=diff)
+    return call
 
 
 def mode_of(path):
@@ -70,7 +47,7 @@ def a_set(root, first='one\n', second='two\n'):
     }
 
 
-def test_creates_the_set_then_a_rerun_changes_nothing(tmp_path):
+def test_creates_the_set_then_a_rerun_changes_nothing(tmp_path, run):
     how, result = run(a_set(tmp_path))
     assert how == 'exit' and result['changed'] is True
     assert result['changed_paths'] == [str(tmp_path / 'conf.d'), str(tmp_path / 'conf.d' / 'a.conf'),
@@ -85,7 +62,7 @@ def test_creates_the_set_then_a_rerun_changes_nothing(tmp_path):
     assert listing(tmp_path) == before
 
 
-def test_one_changed_file_is_the_only_change(tmp_path):
+def test_one_changed_file_is_the_only_change(tmp_path, run):
     run(a_set(tmp_path))
     inode = os.stat(str(tmp_path / 'conf.d' / 'a.conf')).st_ino
     how, result = run(a_set(tmp_path, second='two, edited\n'))
@@ -97,7 +74,7 @@ def test_one_changed_file_is_the_only_change(tmp_path):
     assert sorted(os.listdir(str(tmp_path))) == ['b.conf', 'conf.d']
 
 
-def test_a_mode_change_alone_is_reported_and_applied(tmp_path):
+def test_a_mode_change_alone_is_reported_and_applied(tmp_path, run):
     run(a_set(tmp_path))
     os.chmod(str(tmp_path / 'b.conf'), 0o644)
     os.chmod(str(tmp_path / 'conf.d'), 0o755)
@@ -108,7 +85,7 @@ def test_a_mode_change_alone_is_reported_and_applied(tmp_path):
     assert ('0755', '0750') in modes and ('0644', '0600') in modes
 
 
-def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
+def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path, run):
     run(a_set(tmp_path))
     before = listing(tmp_path)
     how, result = run(a_set(tmp_path, first='one\nmore\n'), check=True, diff=True)
@@ -120,18 +97,18 @@ def test_check_mode_writes_nothing_and_shows_the_diff(tmp_path):
     assert listing(tmp_path) == before
 
 
-def test_check_mode_on_an_empty_node_lists_everything_and_creates_nothing(tmp_path):
+def test_check_mode_on_an_empty_node_lists_everything_and_creates_nothing(tmp_path, run):
     how, result = run(a_set(tmp_path), check=True)
     assert how == 'exit' and len(result['changed_paths']) == 3
     assert os.listdir(str(tmp_path)) == []
 
 
-def test_no_diff_unless_asked(tmp_path):
+def test_no_diff_unless_asked(tmp_path, run):
     how, result = run(a_set(tmp_path))
     assert 'diff' not in result
 
 
-def test_a_failed_validation_leaves_the_whole_set_as_it_was(tmp_path):
+def test_a_failed_validation_leaves_the_whole_set_as_it_was(tmp_path, run):
     run(a_set(tmp_path))
     before = listing(tmp_path)
     args = a_set(tmp_path, first='one, edited\n', second='broken\n')
@@ -148,7 +125,7 @@ def test_a_failed_validation_leaves_the_whole_set_as_it_was(tmp_path):
     assert listing(tmp_path) == before
 
 
-def test_the_validator_sees_the_new_content_with_the_final_mode(tmp_path):
+def test_the_validator_sees_the_new_content_with_the_final_mode(tmp_path, run):
     seen = tmp_path / 'seen'
     checker = tmp_path / 'check.py'
     checker.write_text('import os, stat, sys\n'
@@ -161,7 +138,7 @@ def test_the_validator_sees_the_new_content_with_the_final_mode(tmp_path):
     assert seen.read_text() == 'new\n0o640'
 
 
-def test_an_existing_files_attributes_are_kept_when_not_given(tmp_path):
+def test_an_existing_files_attributes_are_kept_when_not_given(tmp_path, run):
     target = tmp_path / 'keep.conf'
     target.write_text('old\n')
     os.chmod(str(target), 0o604)
@@ -179,7 +156,7 @@ def test_an_existing_files_attributes_are_kept_when_not_given(tmp_path):
     ({'files': [{'dest': '{root}/a', 'content': 'x', 'validate': 'true'}]}, 'must contain %s'),
     ({'directories': [{'path': '{root}/plain'}]}, 'exists as something else'),
 ])
-def test_bad_input_fails_before_anything_changes(tmp_path, args, words):
+def test_bad_input_fails_before_anything_changes(tmp_path, args, words, run):
     (tmp_path / 'sub').mkdir()
     (tmp_path / 'plain').write_text('x')
     before = listing(tmp_path)
@@ -195,7 +172,7 @@ def test_bad_input_fails_before_anything_changes(tmp_path, args, words):
     assert listing(tmp_path) == before
 
 
-def test_a_link_is_not_followed(tmp_path):
+def test_a_link_is_not_followed(tmp_path, run):
     (tmp_path / 'real').write_text('x')
     os.symlink(str(tmp_path / 'real'), str(tmp_path / 'link'))
     how, result = run({'files': [{'dest': str(tmp_path / 'link'), 'content': 'y'}]})
@@ -203,26 +180,28 @@ def test_a_link_is_not_followed(tmp_path):
     assert (tmp_path / 'real').read_text() == 'x'
 
 
-def test_binary_content_is_not_shown_in_the_diff(tmp_path):
+def test_binary_content_is_not_shown_in_the_diff(tmp_path, run):
     how, result = run({'files': [{'dest': str(tmp_path / 'b'), 'content': 'a\x00b', 'mode': '0644'}]}, diff=True)
     assert result['diff'][0]['after'] == '(binary, changed)'
 
 
-def test_absent_paths_are_removed_after_the_files_and_reported(tmp_path):
+def test_absent_paths_are_removed_after_the_files_and_reported(tmp_path, run):
     # Removal is real here, so every path handed to it must lie under tmp_path.
     real_rmtree, real_unlink = file_set.shutil.rmtree, file_set.os.unlink
 
+    root = os.path.realpath(str(tmp_path)) + os.sep
+
     def inside(path):
-        assert os.path.realpath(str(path)).startswith(str(tmp_path) + os.sep), path
+        assert os.path.realpath(str(path)).startswith(root), path
         return path
     with mock.patch.object(file_set.shutil, 'rmtree', lambda p, *a, **k: real_rmtree(inside(p), *a, **k)), \
             mock.patch.object(file_set.os, 'unlink',
                               # rmtree's own calls name an entry relative to a directory it already checked
                               lambda p, *a, **k: real_unlink(p if 'dir_fd' in k else inside(p), *a, **k)):
-        _absent_removal(tmp_path)
+        _absent_removal(tmp_path, run)
 
 
-def _absent_removal(tmp_path):
+def _absent_removal(tmp_path, run):
     old = tmp_path / 'old_package'
     old.mkdir()
     (old / 'module.py').write_text('x')
@@ -240,7 +219,7 @@ def _absent_removal(tmp_path):
 
 
 @pytest.mark.parametrize('path', ['/', '//', '/.', '/etc', '//usr/', '/tmp/..', 'relative/dir', ''])
-def test_absent_refuses_root_top_level_and_relative_paths(tmp_path, path):
+def test_absent_refuses_root_top_level_and_relative_paths(tmp_path, path, run):
     # Nothing here may ever delete: the module's removal calls are replaced by ones that fail the test.
     def refuse(*args, **kwargs):
         raise AssertionError('file_set tried to remove %r' % (args,))
@@ -250,7 +229,7 @@ def test_absent_refuses_root_top_level_and_relative_paths(tmp_path, path):
     assert not (tmp_path / 'd').exists()
 
 
-def test_a_link_that_resolves_to_a_top_level_directory_is_refused(tmp_path):
+def test_a_link_that_resolves_to_a_top_level_directory_is_refused(tmp_path, run):
     link = tmp_path / 'sub' / 'to-usr'
     link.parent.mkdir()
     os.symlink('/usr', str(link))
@@ -262,7 +241,7 @@ def test_a_link_that_resolves_to_a_top_level_directory_is_refused(tmp_path):
     assert how == 'fail' and 'absent[]' in result['msg']
 
 
-def test_check_mode_accepts_a_directory_an_earlier_task_would_create(tmp_path):
+def test_check_mode_accepts_a_directory_an_earlier_task_would_create(tmp_path, run):
     args = {'files': [{'dest': str(tmp_path / 'not-yet' / 'a.conf'), 'content': 'x\n'}]}
     how, result = run(args, check=True)
     assert how == 'exit' and result['changed_paths'] == [str(tmp_path / 'not-yet' / 'a.conf')]
