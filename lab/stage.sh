@@ -55,7 +55,7 @@ if [[ -n "${STAGE_LOG:-}" ]]; then
   out=$(mktemp "${TMPDIR:-/tmp}/gpucluster-stage.XXXXXX") || out=
 fi
 [[ -n $out ]] && trap 'rm -f "$out"' EXIT
-kind=command
+kind='command'
 if [[ $(basename "$1") == molecule ]]; then
   kind=molecule
   # Ansible and molecule flush each line; unbuffered Python keeps it so when their output is a pipe.
