@@ -41,7 +41,12 @@ molecule_steps() {
 excerpt() {
   local kind=$1 file=$2
   if [[ $kind == molecule ]]; then
-    grep -E -A6 '^(fatal|failed): |FAILED!|^ERROR |^CRITICAL |Executed: Failed' "$file" | grep -v -E '^<[^>]+> (ESTABLISH|SSH: EXEC)' | tail -n 50
+    # Each failed task's name, then its failure with up to six lines after it (no SSH chatter).
+    awk '/^TASK \[/ { task = $0 }
+         /^(fatal|failed): |FAILED!|^ERROR |^CRITICAL |Executed: Failed/ {
+           if (task != shown) { print task; shown = task }
+           print; left = 6; next }
+         left > 0 && !/^<[^>]+> (ESTABLISH|SSH: EXEC)/ { print; left-- }' "$file" | tail -n 50
   else
     tail -n 50 "$file"
   fi
