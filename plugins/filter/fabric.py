@@ -58,6 +58,17 @@ def fabric_rail_floor(port_rates, efficiency=fabric_matrix.DEFAULT_RDMA_EFFICIEN
     return _guard(fabric_matrix.rail_floor, port_rates, efficiency, _optional(expected_rate_gbps), bool(bidirectional))
 
 
+def fabric_rails(rdma_facts, hcas=None):
+    """fabric_matrix.nccl_rails: ``{rails, problems}`` of one node; ``hcas`` empty means the HCAs that
+    share a PCIe switch with a GPU."""
+    return _guard(fabric_matrix.nccl_rails, rdma_facts, _optional(hcas) or None)
+
+
+def fabric_check_rails(rails_by_host):
+    """fabric_matrix.check_rails: messages for rails that differ across nodes (empty: they match)."""
+    return _guard(fabric_matrix.check_rails, rails_by_host)
+
+
 def fabric_duplicate_hosts(identities):
     """fabric_matrix.duplicate_hosts: ``[{hosts, by, value, message}]``, empty when every inventory
     name is its own machine."""
@@ -199,6 +210,8 @@ class FilterModule(object):
             'fabric_ping_measurement': fabric_ping_measurement,
             'fabric_port_floor': fabric_port_floor,
             'fabric_rail_floor': fabric_rail_floor,
+            'fabric_rails': fabric_rails,
+            'fabric_check_rails': fabric_check_rails,
             'fabric_duplicate_hosts': fabric_duplicate_hosts,
             'fabric_mtu_plan': fabric_mtu_plan,
             'fabric_server_owner': fabric_server_owner,

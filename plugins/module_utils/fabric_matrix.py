@@ -26,7 +26,8 @@ reference: the measurement is suspect"), the run fails with that reason and **no
 blamed**, so nothing is drained. A pair whose measuring server was not ours (``cause: port_taken``:
 another process held the port) fails as "port taken" and counts against no node.
 
-Also here, as pure functions over facts the playbook gathers: absolute floors from each port's rate
+Also here, as pure functions over facts the playbook gathers: the NCCL rails of a node and whether
+they match across nodes (:func:`nccl_rails`, :func:`check_rails`), absolute floors from each port's rate
 (:func:`port_floor_gbps`, :func:`rail_floor`), one machine under two inventory names
 (:func:`duplicate_hosts`), the MTU of the interface that carries a measured address
 (:func:`address_interface`, :func:`mtu_plan`), whether the process listening on a port is the
@@ -464,6 +465,91 @@ def rail_floor(port_rates, efficiency=DEFAULT_RDMA_EFFICIENCY, expected_rate_gbp
         'slow_ports': [{'node': n, 'rate_gbps': r} for n, r in sorted(known.items()) if r < line],
         'unknown': unknown,
     }
+
+
+# --------------------------------------------------------------------------- rails
+
+ACTIVE_PORT_STATES = ('ACTIVE', 'ACTIVE_DEFER')
+
+
+def _natural(name):
+    return [int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name)]
+
+
+def nccl_rails(rdma_facts, hcas=None):
+    """The NCCL rails of one node from its ``rdma_facts`` (``ansible_facts['rdma']``).
+
+    The rails are the HCAs named in ``hcas`` (the site's NCCL HCA list, in that order) or, when it is
+    empty, the HCAs that share a PCIe switch with a GPU (``pcie_acs.gpus``: storage and front-end
+    ports do not), in natural name order. Each rail is its first active port that is not ignored:
+    ``{rail, hca, port, link_layer, rate_gbps, gid_index, address, gpu, node_guid}`` (``gid_index``
+    and ``address``: the RoCE v2 IPv4 GID rdma_facts picked, None on InfiniBand; ``gpu``: the PCI
+    address of the nearest GPU, for ``--use_cuda_bus_id``). Returns ``{rails, problems}``.
+    """
+    if not isinstance(rdma_facts, dict) or not isinstance(rdma_facts.get('hcas'), list):
+        raise MatrixInputError('rdma_facts must be the rdma facts of a node (a dict with a list of hcas)')
+    if hcas is not None and (not isinstance(hcas, (list, tuple)) or not all(isinstance(h, str) and h for h in hcas)):
+        raise MatrixInputError('hcas must be a list of HCA names (mlx5_0, ...), got %s' % _quote(repr(hcas), 80))
+    by_name = dict((h.get('name'), h) for h in rdma_facts['hcas'] if isinstance(h, dict))
+    problems = []
+    if hcas:
+        chosen = []
+        for name in hcas:
+            if name in by_name:
+                chosen.append(by_name[name])
+            else:
+                problems.append('HCA %s (in the NCCL HCA list) is not on this node (it has %s)'
+                                % (_quote(name, 40), ', '.join(sorted(by_name, key=_natural)) or 'none'))
+    else:
+        chosen = [h for h in rdma_facts['hcas'] if isinstance(h, dict)
+                  and ((h.get('pcie_acs') or {}).get('gpus') or [])]
+        chosen.sort(key=lambda h: _natural(str(h.get('name'))))
+        if not chosen and by_name:
+            problems.append('no HCA shares a PCIe switch with a GPU (or the PCIe tree was not readable): name the '
+                            'NCCL HCAs explicitly')
+    rails = []
+    for hca in chosen:
+        ports = [p for p in hca.get('ports') or [] if isinstance(p, dict) and not p.get('ignored')
+                 and p.get('state') in ACTIVE_PORT_STATES]
+        if not ports:
+            problems.append('HCA %s has no active port' % _quote(hca.get('name'), 40))
+            continue
+        port = ports[0]
+        ethernet = port.get('link_layer') == 'Ethernet'
+        gpus = (hca.get('pcie_acs') or {}).get('gpus') or []
+        rails.append({'rail': len(rails), 'hca': hca.get('name'), 'port': port.get('port'),
+                      'link_layer': port.get('link_layer'), 'rate_gbps': port.get('rate_gbps'),
+                      'gid_index': port.get('roce_v2_ipv4_gid_index') if ethernet else None,
+                      'address': port.get('roce_v2_ipv4_address') if ethernet else None,
+                      'gpu': gpus[0] if gpus else None, 'node_guid': hca.get('node_guid')})
+        if ethernet and port.get('roce_v2_ipv4_gid_index') is None:
+            problems.append('HCA %s port %s is RoCE without a RoCE v2 IPv4 GID: give its netdev an address'
+                            % (_quote(hca.get('name'), 40), port.get('port')))
+    return {'rails': rails, 'problems': problems}
+
+
+def check_rails(rails_by_host):
+    """Messages for rails that do not match across nodes (count, link layer), empty when they do.
+    ``rails_by_host`` maps host -> the ``rails`` list of :func:`nccl_rails`."""
+    if not isinstance(rails_by_host, dict) or not rails_by_host:
+        raise MatrixInputError('rails_by_host must map each host to its list of rails')
+    shapes = {}
+    for host in sorted(rails_by_host):
+        rails = rails_by_host[host]
+        if not isinstance(rails, list):
+            raise MatrixInputError('rails_by_host[%s] must be a list of rails' % _quote(host, 60))
+        shape = tuple((r.get('link_layer') if isinstance(r, dict) else None) for r in rails)
+        shapes.setdefault(shape, []).append(host)
+    if len(shapes) <= 1:
+        return []
+    ordered = sorted(shapes.items(), key=lambda item: (-len(item[1]), item[1]))
+    common, _hosts = ordered[0]
+    messages = []
+    for shape, hosts in ordered[1:]:
+        messages.append('%s: %d rail(s) (%s), most nodes have %d (%s): the NCCL HCAs must match across nodes'
+                        % (', '.join(hosts[:10]), len(shape), ', '.join(str(x) for x in shape) or 'none',
+                           len(common), ', '.join(str(x) for x in common) or 'none'))
+    return messages
 
 
 # --------------------------------------------------------------------------- one machine, two names

@@ -507,3 +507,58 @@ def test_plan_estimate_with_rails_one_after_the_other():
         fm.plan_estimate(1)
     with pytest.raises(fm.MatrixInputError, match='seconds_per_pair must be a finite number'):
         fm.plan_estimate(4, float('nan'))
+
+
+# --------------------------------------------------------------------------- rails
+
+def _port(port=1, link='InfiniBand', state='ACTIVE', rate=400, gid=None, addr=None, ignored=False):
+    return {'port': port, 'link_layer': link, 'state': state, 'rate_gbps': rate, 'roce_v2_ipv4_gid_index': gid,
+            'roce_v2_ipv4_address': addr, 'ignored': ignored}
+
+
+def _hca(name, gpus=(), ports=None, guid='0x946dae0300cde72c'):
+    return {'name': name, 'node_guid': guid, 'pcie_acs': {'gpus': list(gpus), 'bridges': [], 'enabled': False},
+            'ports': ports if ports is not None else [_port()]}
+
+
+RDMA = {'hcas': [
+    _hca('mlx5_0', ['0000:18:00.0']), _hca('mlx5_1', ['0000:2a:00.0']),
+    _hca('mlx5_10', ['0000:ba:00.0']), _hca('mlx5_2', ['0000:3a:00.0']),
+    _hca('mlx5_4', [], [_port(link='Ethernet', rate=100, gid=3, addr='192.0.2.5')]),  # front end: no GPU
+]}
+
+
+def test_rails_are_the_hcas_beside_a_gpu_in_natural_order():
+    got = fm.nccl_rails(RDMA)
+    assert [r['hca'] for r in got['rails']] == ['mlx5_0', 'mlx5_1', 'mlx5_2', 'mlx5_10']
+    assert got['rails'][0] == {'rail': 0, 'hca': 'mlx5_0', 'port': 1, 'link_layer': 'InfiniBand', 'rate_gbps': 400,
+                               'gid_index': None, 'address': None, 'gpu': '0000:18:00.0',
+                               'node_guid': '0x946dae0300cde72c'}
+    assert got['problems'] == []
+
+
+def test_rails_from_the_site_list_and_roce_gids():
+    roce = {'hcas': [_hca('mlx5_0', [], [_port(link='Ethernet', gid=3, addr='10.0.0.1')]),
+                     _hca('mlx5_1', [], [_port(link='Ethernet', gid=None)]),
+                     _hca('mlx5_2', [], [_port(state='DOWN'), _port(port=2, ignored=True)])]}
+    got = fm.nccl_rails(roce, ['mlx5_0', 'mlx5_1', 'mlx5_2', 'mlx5_9'])
+    assert [(r['hca'], r['gid_index'], r['address']) for r in got['rails']] == [('mlx5_0', 3, '10.0.0.1'),
+                                                                                ('mlx5_1', None, None)]
+    assert got['problems'] == [
+        'HCA mlx5_9 (in the NCCL HCA list) is not on this node (it has mlx5_0, mlx5_1, mlx5_2)',
+        'HCA mlx5_1 port 1 is RoCE without a RoCE v2 IPv4 GID: give its netdev an address',
+        'HCA mlx5_2 has no active port']
+    assert fm.nccl_rails({'hcas': [_hca('mlx5_0')]})['problems'] == [
+        'no HCA shares a PCIe switch with a GPU (or the PCIe tree was not readable): name the NCCL HCAs explicitly']
+    with pytest.raises(fm.MatrixInputError, match='hcas must be a list of HCA names'):
+        fm.nccl_rails(RDMA, 'mlx5_0')
+
+
+def test_rails_that_differ_across_nodes_are_named():
+    full = fm.nccl_rails(RDMA)['rails']
+    assert fm.check_rails({'n1': full, 'n2': full, 'n3': full}) == []
+    assert fm.check_rails({'n1': full, 'n2': full, 'n3': full[:3]}) == [
+        'n3: 3 rail(s) (InfiniBand, InfiniBand, InfiniBand), most nodes have 4 (InfiniBand, InfiniBand, '
+        'InfiniBand, InfiniBand): the NCCL HCAs must match across nodes']
+    with pytest.raises(fm.MatrixInputError, match='rails_by_host must map'):
+        fm.check_rails({})
