@@ -36,7 +36,7 @@ def _duration(seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--nodes', type=int, nargs='+', default=[32, 128])
     parser.add_argument('--seconds-per-pair', type=float, default=10.0)
     parser.add_argument('--rails', type=int, default=8)

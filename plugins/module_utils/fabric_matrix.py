@@ -501,8 +501,7 @@ def nccl_rails(rdma_facts, hcas=None):
                 problems.append('HCA %s (in the NCCL HCA list) is not on this node (it has %s)'
                                 % (_quote(name, 40), ', '.join(sorted(by_name, key=_natural)) or 'none'))
     else:
-        chosen = [h for h in rdma_facts['hcas'] if isinstance(h, dict)
-                  and ((h.get('pcie_acs') or {}).get('gpus') or [])]
+        chosen = [h for h in rdma_facts['hcas'] if isinstance(h, dict) and (h.get('pcie_acs') or {}).get('gpus')]
         chosen.sort(key=lambda h: _natural(str(h.get('name'))))
         if not chosen and by_name:
             problems.append('no HCA shares a PCIe switch with a GPU (or the PCIe tree was not readable): name the '
@@ -563,7 +562,7 @@ def _identity_values(kind, values):
         text = value.strip().lower()
         if kind == 'address':
             try:
-                address = ipaddress.ip_address(text.split('%')[0])
+                address = ipaddress.ip_address(text.split('%', 1)[0])
             except ValueError:
                 raise MatrixInputError('address %s is not an IP address' % _quote(repr(value), 80))
             if address.is_loopback or address.is_link_local or address.is_unspecified:
@@ -629,7 +628,7 @@ def address_interface(facts, address):
     if not isinstance(facts, dict):
         raise MatrixInputError("facts must be the host's ansible_facts (a dict), got %s" % type(facts).__name__)
     try:
-        wanted = ipaddress.ip_address(str(address).split('%')[0])
+        wanted = ipaddress.ip_address(str(address).split('%', 1)[0])
     except ValueError:
         raise MatrixInputError('address %s is not an IP address' % _quote(repr(address), 80))
     for value in facts.values():
@@ -644,7 +643,7 @@ def address_interface(facts, address):
                     candidates.append(entry.get('address'))
         for candidate in candidates:
             try:
-                if ipaddress.ip_address(str(candidate).split('%')[0]) == wanted:
+                if ipaddress.ip_address(str(candidate).split('%', 1)[0]) == wanted:
                     mtu = value.get('mtu')
                     if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu < 68:
                         raise MatrixInputError('interface %s carries %s but reports no usable MTU (%s)'

@@ -364,10 +364,11 @@ def judge_transport(summary, expect_net='ib', expect_gdr=False, multi_node=True)
     if expect_gdr and counts['net_ib']:
         plain = counts['net_ib'] - counts['net_ib_gdr']
         if plain:
+            disabled = ''
+            if summary['gdr_disabled']:
+                disabled = ' (NCCL: GPU Direct RDMA Disabled for HCA %s)' % ', '.join(summary['gdr_disabled'][:4])
             reasons.append('%d of %d NET/IB connection(s) without GDRDMA: GPUDirect RDMA is not in use%s'
-                           % (plain, counts['net_ib'], (' (NCCL: GPU Direct RDMA Disabled for HCA %s)'
-                                                         % ', '.join(summary['gdr_disabled'][:4]))
-                              if summary['gdr_disabled'] else ''))
+                           % (plain, counts['net_ib'], disabled))
     elif expect_gdr and multi_node and not counts['net_ib'] and not reasons:
         reasons.append('no NET/IB connection to check for GDRDMA')
     if summary['channels']:

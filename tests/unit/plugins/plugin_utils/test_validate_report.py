@@ -67,7 +67,7 @@ def test_json_is_strict_and_refuses_non_finite_figures():
 
 def test_a_deeply_nested_report_is_refused_not_a_recursion_error():
     deep = []
-    for _ in range(200):
+    for dummy in range(200):
         deep = [deep]
     report = dict(_report(_slow_node()), extra=deep)
     with pytest.raises(vr.ReportInputError, match='nested deeper than 64 levels'):
