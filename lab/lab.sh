@@ -61,6 +61,7 @@ create_node() {
   # systemd needs SYS_ADMIN and the host's cgroup tree; --privileged is neither needed nor used.
   docker run -d --name "$name" --hostname "$name" \
     --label "$LABEL.node=$name" --label "$LABEL.image=$LAB_IMAGE" --label "$LABEL.network=$LAB_NETWORK" \
+    --label "$LABEL.address=$(node_address "$name")" \
     --network "$LAB_NETWORK" --network-alias "$name" --ip "$(node_address "$name")" \
     --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=host \
     -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
@@ -139,7 +140,11 @@ check_nodes() {
         msg+="the admin user logs in but cannot become root without a password (site.yml runs with
      become). Restore /etc/sudoers.d/gpucluster-lab-admin, or re-create the node: docker rm -f $node && make lab" ;;
       *"Connection refused"*|*"timed out"*|*"No route to host"*)
-        msg+="sshd does not answer on port 22 (docker exec $node systemctl status ssh shows why)" ;;
+        if [[ "$(docker container inspect -f '{{.State.Running}}' "$node" 2>/dev/null)" != true ]]; then
+          msg+="the container is stopped, as a dead server would be (it stays in the inventory): docker start $node, or make lab"
+        else
+          msg+="sshd does not answer on port 22 (docker exec $node systemctl status ssh shows why)"
+        fi ;;
       "")
         msg+="not in the inventory: is it running? (lab/lab.sh status)" ;;
       *)
