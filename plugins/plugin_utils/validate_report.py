@@ -19,6 +19,7 @@ import json
 import math
 import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils.scheduler import make_reason
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
@@ -286,7 +287,7 @@ def render_prom(report, node, timestamp):
 
 def drain_plan(report):
     """``[{'node', 'reason'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
-    reason (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
+    reason ``gpucluster/validate#<tag>: <time>: <findings>`` (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
     pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
     one bad cable or port) drains neither end, and nothing is drained from a report without verdicts."""
     report = _check_report(report)
@@ -298,5 +299,6 @@ def drain_plan(report):
             _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
     for node in (report.get('mtu') or {}).get('bad_nodes', ()):
         reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
-    return [{'node': node, 'reason': 'gpucluster validate %s: %s' % (stamp, '; '.join(reasons[node]))}
+    # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>.
+    return [{'node': node, 'reason': make_reason('validate', '%s: %s' % (stamp, '; '.join(reasons[node])))}
             for node in report['nodes'] if node in reasons]
