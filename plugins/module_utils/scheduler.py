@@ -397,8 +397,9 @@ class Swarm(object):
         words = set([availability] if availability else [])
         if isinstance(status.get('State'), str) and status['State']:
             words.add('STATUS_' + status['State'].upper())
-        operator = tuple(sorted(w for w in words if w in cls.OPERATOR or (not w.startswith('STATUS_')
-                                                                       and w not in cls.AVAILABILITY)))
+        # The node's status (ready, down, ...) is no operator's; an availability we do not know is.
+        unknown = set(w for w in words if not w.startswith('STATUS_') and w not in cls.AVAILABILITY)
+        operator = tuple(sorted((words & cls.OPERATOR) | unknown))
         if not availability:
             operator = ('UNKNOWN',)
         reason = labels.get(cls.LABEL)

@@ -286,8 +286,8 @@ def render_prom(report, node, timestamp):
 
 
 def drain_plan(report):
-    """``[{'node', 'reason'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
-    reason ``gpucluster/validate#<tag>: <time>: <findings>`` (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
+    """``[{'node', 'reason', 'text'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
+    reason ``gpucluster/validate#<tag>: <text>``, text ``<time>: <findings>`` (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
     pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
     one bad cable or port) drains neither end, and nothing is drained from a report without verdicts."""
     report = _check_report(report)
@@ -299,6 +299,11 @@ def drain_plan(report):
             _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
     for node in (report.get('mtu') or {}).get('bad_nodes', ()):
         reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
-    # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>.
-    return [{'node': node, 'reason': make_reason('validate', '%s: %s' % (stamp, '; '.join(reasons[node])))}
-            for node in report['nodes'] if node in reasons]
+    # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>; ``text`` is
+    # what goes after the tag (for gpucluster.core.scheduler_decide('hold', 'validate', text)).
+    plan = []
+    for node in report['nodes']:
+        if node in reasons:
+            text = '%s: %s' % (stamp, '; '.join(reasons[node]))
+            plan.append({'node': node, 'reason': make_reason('validate', text), 'text': text})
+    return plan

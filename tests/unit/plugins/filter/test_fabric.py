@@ -187,8 +187,8 @@ def test_drain_plan_names_bad_nodes_with_the_reason_and_never_link_ends():
     assert fabric.validate_drain_plan(_report(_all(1.0))) == []
     mtu = {'bad_nodes': ['n2'], 'pairs': []}
     plan = fabric.validate_drain_plan(dict(_report(_all(1.0)), mtu=mtu, matrix=None))
-    assert plan == [{'node': 'n2', 'reason': sc.make_reason('validate', '2026-12-01T00:00:00Z: full-size frames to no peer '
-                                                                '(MTU path)')}]
+    text = '2026-12-01T00:00:00Z: full-size frames to no peer (MTU path)'
+    assert plan == [{'node': 'n2', 'reason': sc.make_reason('validate', text), 'text': text}]
     with pytest.raises(AnsibleFilterError, match='validate_drain_plan|drain_plan'):
         fabric.validate_drain_plan({'checks': 'no'})
 
