@@ -287,9 +287,10 @@ def render_prom(report, node, timestamp):
 
 def drain_plan(report):
     """``[{'node', 'reason', 'text'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
-    reason ``gpucluster/validate#<tag>: <text>``, text ``<time>: <findings>`` (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
-    pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
-    one bad cable or port) drains neither end, and nothing is drained from a report without verdicts."""
+    reason ``gpucluster/validate#<tag>: <text>``, text ``<time>: <findings>`` (``validate_drain_bad_nodes``).
+    Only a node blamed by itself is drained: a bad node of the pair matrix or a node that cannot pass
+    full-size frames to any peer. A bad link (two good nodes, one bad cable or port) drains neither end,
+    and nothing is drained from a report without verdicts."""
     report = _check_report(report)
     stamp = report.get('generated_at') or 'unknown time'
     reasons = {}
