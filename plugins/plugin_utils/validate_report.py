@@ -20,6 +20,7 @@ import json
 import math
 
 from ansible_collections.gpucluster.core.plugins.module_utils import fabric_matrix, nccl_tests, perftest
+from ansible_collections.gpucluster.core.plugins.module_utils.scheduler import make_reason
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
@@ -313,12 +314,13 @@ def render_prom(report, node, timestamp):
 
 
 def drain_plan(report):
-    """``[{'node', 'reason'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
-    reason (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
-    pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
-    one bad cable or port) drains neither end, and nothing is drained from a report without verdicts,
-    nor from a verdict that withheld blame (no pair measured, every figure 0, every pair below the
-    floor, more than half the nodes blamed: fabric_matrix.WITHHELD)."""
+    """``[{'node', 'reason', 'text'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
+    reason ``gpucluster/validate#<tag>: <text>``, text ``<time>: <findings>`` (``validate_drain_bad_nodes``).
+    Only a node blamed by itself is drained: a bad node of the pair matrix or a node that cannot pass
+    full-size frames to any peer. A bad link (two good nodes, one bad cable or port) drains neither end,
+    and nothing is drained from a report without verdicts, nor from a verdict that withheld blame (no pair
+    measured, every figure 0, every pair below the floor, more than half the nodes blamed:
+    fabric_matrix.WITHHELD)."""
     report = _check_report(report)
     stamp = report.get('generated_at') or 'unknown time'
     reasons = {}
@@ -331,5 +333,11 @@ def drain_plan(report):
     if mtu.get('fleet_verdict') not in fabric_matrix.WITHHELD:
         for node in mtu.get('bad_nodes', ()):
             reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
-    return [{'node': node, 'reason': 'gpucluster validate %s: %s' % (stamp, '; '.join(reasons[node]))}
-            for node in report['nodes'] if node in reasons]
+    # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>; ``text`` is
+    # what goes after the tag (for gpucluster.core.scheduler_decide('hold', 'validate', text)).
+    plan = []
+    for node in report['nodes']:
+        if node in reasons:
+            text = '%s: %s' % (stamp, '; '.join(reasons[node]))
+            plan.append({'node': node, 'reason': make_reason('validate', text), 'text': text})
+    return plan
