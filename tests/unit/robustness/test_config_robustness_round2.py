@@ -164,8 +164,8 @@ INPUT_CASES = [
     ('list-bare-string', _LIST, 'mlx5_0', ['x = "mlx5_0" is not accepted: %s; %s' % (_STRING_NOT_LIST, _LIST_ACCEPTED)]),
     ('list-comma-string', _LIST, 'a,b', ['x = "a,b" is not accepted: %s; %s' % (_STRING_NOT_LIST, _LIST_ACCEPTED)]),
     ('xid-ignore-string', _INTS, '79', ['x = "79" is not accepted: %s; %s' % (_STRING_NOT_LIST, _LIST_ACCEPTED)]),
-    ('list-mapping', _LIST, {'mlx5_0': None}, ['x = {"mlx5_0": null} is not accepted: it is a mapping, not a list; '
-                                                + _LIST_ACCEPTED]),
+    ('list-mapping', _LIST, {'mlx5_0': None},
+     ['x = {"mlx5_0": null} is not accepted: it is a mapping, not a list; ' + _LIST_ACCEPTED]),
     ('list-null', _LIST, None, ['x = null is not accepted: it is empty (null), not a list; ' + _LIST_ACCEPTED]),
     ('list-item-mapping', _LIST, ['ok', {'a': 1}], ['x[1] = {"a": 1} is not accepted: it is a mapping, not a string'
                                                     + YAML_HINT + '; accepted: a list of strings.']),
@@ -290,12 +290,10 @@ def _expressions(node, key=None):
     if isinstance(node, dict):
         for child_key, child in node.items():
             if child_key != 'name':
-                for found in _expressions(child, child_key):
-                    yield found
+                yield from _expressions(child, child_key)
     elif isinstance(node, list):
         for child in node:
-            for found in _expressions(child, key):
-                yield found
+            yield from _expressions(child, key)
     elif isinstance(node, str):
         if key in _EXPRESSION_KEYS:
             yield key, node
@@ -307,8 +305,7 @@ def _tasks(items):
     for task in items or []:
         yield task
         for key in ('block', 'rescue', 'always'):
-            for inner in _tasks(task.get(key)):
-                yield inner
+            yield from _tasks(task.get(key))
 
 
 def _preflight_tasks():
@@ -616,9 +613,9 @@ def _collect_within(root, seconds=10):
 
 
 @pytest.mark.parametrize('name, make, reason', [
-    ('state', lambda p: os.mkfifo(p), 'not a regular file (a FIFO)'),
+    ('state', os.mkfifo, 'not a regular file (a FIFO)'),
     ('rate', lambda p: os.symlink('/dev/zero', p), 'not a regular file (a device)'),
-    ('phys_state', lambda p: os.mkdir(p), 'not a regular file (a directory)'),
+    ('phys_state', os.mkdir, 'not a regular file (a directory)'),
     ('link_layer', lambda p: _write(p, 'x' * 5000), 'larger than 4096 bytes, not a sysfs attribute'),
 ])
 def test_a_port_file_that_is_not_a_small_regular_file_is_unknown_never_a_hang(tmp_path, name, make, reason):
@@ -673,8 +670,8 @@ def test_state_words_that_are_not_the_kernels_are_not_active(tmp_path, state, ph
         assert port_state == [('mlx5_0', 1, 'port_state', 'critical', message)]
         assert '\n' not in message
     else:  # longer than a sysfs attribute: not read at all
-        assert port_state == [('mlx5_0', 1, 'sysfs', 'unknown', 'mlx5_0 port 1: cannot read state: larger than 4096 '
-                                                                 'bytes, not a sysfs attribute')]
+        assert port_state == [('mlx5_0', 1, 'sysfs', 'unknown',
+                               'mlx5_0 port 1: cannot read state: larger than 4096 bytes, not a sysfs attribute')]
 
 
 @pytest.mark.parametrize('text, expected', [
@@ -791,8 +788,9 @@ FILES = ('fw_ver', 'state', 'phys_state', 'rate', 'link_layer', 'lid', 'gids/0',
 
 
 @settings(max_examples=120, deadline=None, derandomize=True)
-@given(hcas=st.lists(st.tuples(NAMES, NAMES, NAMES, st.dictionaries(st.sampled_from(FILES), st.binary(max_size=200),
-                                                                       max_size=5)), min_size=1, max_size=3))
+@given(hcas=st.lists(st.tuples(NAMES, NAMES, NAMES,
+                               st.dictionaries(st.sampled_from(FILES), st.binary(max_size=200), max_size=5)),
+                     min_size=1, max_size=3))
 def test_rdma_sysfs_never_raises_on_any_names_or_contents(tmp_path_factory, hcas):
     root = str(tmp_path_factory.mktemp('fuzz') / 'sys')
     for hca, port, netdev, files in hcas:
