@@ -11,6 +11,8 @@ a node that should be on the fabric (``expect_present``) but shows no RDMA adapt
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import math
+
 # One exposition format for every textfile the health program writes, and one status scale
 # (worst_status: critical > warning > unknown > ok; info never changes the status).
 from .gpu_health import STATUS_VALUES, worst_status
@@ -76,6 +78,14 @@ def _port_is_up(port):
     return port.get('state') in ACTIVE_STATES and port.get('phys_state') in (None, 'LinkUp')
 
 
+def _finite_rate(value):
+    """A rate worth a sample: a finite number of 0 or more (rdma_sysfs never gives NaN or
+    Infinity; facts from elsewhere might, and the exposition format would carry them as a rate no alert
+    compares)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+            and not math.isinf(value) and value >= 0)
+
+
 def prometheus_samples(rdma, issues=None):
     """[(metric, [(label, value)...], number)] for the textfile collector.
 
@@ -86,7 +96,7 @@ def prometheus_samples(rdma, issues=None):
     status = worst_status(issues) if issues is not None else (rdma.get('health') or {}).get('status', 'unknown')
     samples.append(('gpucluster_rdma_health_status', [], STATUS_VALUES.get(status, 3)))
     samples.append(('gpucluster_rdma_hcas', [], len(rdma.get('hcas') or [])))
-    if rdma.get('expected_rate_gbps'):
+    if rdma.get('expected_rate_gbps') and _finite_rate(rdma['expected_rate_gbps']):
         samples.append(('gpucluster_rdma_port_expected_rate_gbps', [], rdma['expected_rate_gbps']))
     for hca in rdma.get('hcas') or []:
         name = hca.get('name') or ''
@@ -98,7 +108,7 @@ def prometheus_samples(rdma, issues=None):
                 continue
             labels = [('hca', name), ('port', str(port.get('port'))), ('link_layer', port.get('link_layer') or '')]
             samples.append(('gpucluster_rdma_port_up', labels, 1 if _port_is_up(port) else 0))
-            if port.get('rate_gbps') is not None:
+            if _finite_rate(port.get('rate_gbps')):
                 samples.append(('gpucluster_rdma_port_rate_gbps', labels, port['rate_gbps']))
     return samples
 
