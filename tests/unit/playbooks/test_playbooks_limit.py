@@ -58,6 +58,9 @@ def lab(tmp_path):
                       u'echo "gpucluster-health ok"\n' % (calls, tmp_path / 'sick'))
     health.chmod(0o755)
     local = 'ansible_connection: local, ansible_python_interpreter: "%s"' % sys.executable
+    # Nothing listens on port 9 of this machine: the connection is refused at once.
+    dead = ('ansible_host: 127.0.0.1, ansible_port: 9, ansible_connection: ssh,'
+            ' ansible_ssh_common_args: "-o ConnectTimeout=3 -o StrictHostKeyChecking=no"')
     (tmp_path / 'hosts.yml').write_text(
         u'all:\n'
         u'  vars: {slurm_health_check_program: "%s", slurm_version: "22.05.8"}\n'
@@ -67,13 +70,11 @@ def lab(tmp_path):
         u'        slurm_controller:\n          hosts:\n            node1: {%s, slurm_node_name: n1}\n'
         u'        slurm_compute:\n          hosts:\n'
         u'            node1: {}\n            node2: {%s, slurm_node_name: n2}\n            node3: {%s, slurm_node_name: n3}\n'
-        u'        gpu_nodes:\n          hosts:\n            node2: {}\n            node3: {}\n'
         u'        monitoring:\n          hosts:\n            node1: {}\n'
+        u'    gpu_nodes:\n      hosts:\n        node2: {}\n        node3: {}\n        deadgpu: {%s}\n'
         u'    checkpoint_backup:\n      hosts:\n        node1: {}\n'
-        u'    dead:\n      hosts:\n'
-        u'        dead1: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_connection: ssh,'
-        u' ansible_ssh_common_args: "-o ConnectTimeout=3 -o StrictHostKeyChecking=no"}\n'
-        % (health, local, local, local))
+        u'    storage_clients:\n      hosts:\n        dead1: {%s}\n'
+        % (health, local, local, local, dead, dead))
     env = dict(os.environ, PATH='%s:%s' % (bin_dir, os.environ.get('PATH', '')),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'collections'),
                ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'), ANSIBLE_NOCOLOR='1', ANSIBLE_BECOME='false',
@@ -168,3 +169,69 @@ def test_rolling_upgrade_refuses_a_jump_outside_the_window(lab):
             "slurmdbd and slurmctld 24.11 accept the state of 24.05, 23.11 and 23.02 only") in flat
     assert 'Go through 23.11 first' in flat and 'Nothing was drained.' in flat
     assert _updates(lab.recorded()) == []
+
+
+# ---------------------------------------------------------------- the other playbooks
+
+
+def test_decommission_limit_that_leaves_out_the_cluster_stops_before_anything_changes(lab):
+    rc, out = lab('decommission.yml', '--limit', 'node3', decommission_nodes='node3')
+    flat = _flat(out)
+    assert rc != 0, out
+    assert ('--limit node3 leaves out node1, node2: decommission.yml drains the nodes and waits for their jobs '
+            'through the Slurm controller; rewrites slurm.conf on every Slurm host (it lists every node); rewrites '
+            "the monitoring server's scrape targets over every kept node. Add them to --limit") in flat
+    assert 'Nothing was changed.' in flat and lab.recorded() == []
+
+
+def test_decommission_settings_are_checked_under_limit(lab):
+    rc, out = lab('decommission.yml', '--limit', 'node1,node2,node3', decommission_nodes='node1')
+    assert rc != 0 and 'decommission_nodes=node1 is not accepted' in _flat(out), out
+    assert 'HostVarsVars' not in out and lab.recorded() == []
+
+
+def test_restore_limit_that_leaves_out_the_restore_host_is_refused(lab):
+    rc, out = lab('restore_checkpoints.yml', '--limit', 'node2', restore_user='alice', restore_target='/nonexistent/x')
+    flat = _flat(out)
+    assert rc != 0, out
+    assert ('restore_host=checkpoint_backup must name exactly one inventory host (the one whose backup is restored); '
+            'it names node1, which --limit node2 leaves out: add it to --limit. Nothing was restored.') in flat
+
+
+def test_drift_audit_under_limit_audits_the_limited_hosts(lab):
+    reports = lab.tmp / 'drift'
+    rc, out = lab('drift_audit.yml', '--limit', 'node2', drift_audit_report_dir=str(reports))
+    assert rc == 0, out
+    with open(str(reports / 'drift.json')) as handle:
+        report = json.load(handle)
+    assert report['summary']['hosts'] == 1 and report['findings'] == []
+    assert 'drift audit: 1 host' in out
+
+
+def test_health_check_under_limit_reports_the_limited_node_only(lab):
+    rc, out = lab('health_check.yml', '--limit', 'deadgpu')
+    assert rc != 0 and 'deadgpu: UNKNOWN - cannot be reached' in out, out
+    assert 'node2' not in out and 'node3' not in out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="site.yml's preflight needs the local test host to run as root")
+def test_site_summary_runs_under_limit(lab):
+    """Only site.yml's own checks and summary run (tagged always); the roles' tasks are skipped by tag."""
+    roles = 'os_tuning,nvidia_driver,cuda_toolkit,rdma,container_runtime,health_check,shared_storage,' \
+            'checkpoint_backup,slurm,monitoring'
+    rc, out = lab('site.yml', '--limit', 'node2,dead1', '--tags', 'always', '--skip-tags', roles)
+    flat = _flat(out)
+    assert rc != 0, out
+    assert 'Not converged: dead1 (failed or unreachable: see its error above; dead1: cannot be reached over SSH' in flat
+    assert 'Converged: node2. Fix the node and rerun site.yml' in flat
+    recap = out.split('PLAY RECAP')[1]
+    assert re.search(r'node2\s*:.*failed=0', recap) and re.search(r'dead1\s*:.*failed=1', recap), recap
+
+
+def test_validate_settings_are_checked_under_limit(lab):
+    rc, out = lab('validate.yml', '--limit', 'node2', validate_install_tools=False,
+                  validate_report_dir=str(lab.tmp / 'report'), validate_work_dir=str(lab.tmp / 'work'))
+    assert rc != 0, out
+    assert ('the pair matrix needs at least two hosts: validate_hosts=gpucluster matched 1 (node2) inside --limit '
+            'node2; add hosts or set validate_matrix=false') in _flat(out)
+    assert lab.recorded() == [] and not (lab.tmp / 'report').exists()
