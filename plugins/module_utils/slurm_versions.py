@@ -2,12 +2,13 @@
 """Slurm's major releases and SchedMD's upgrade window: which version change keeps the state.
 
 SchedMD's upgrade guide (https://slurm.schedmd.com/upgrades.html, "Compatibility Window"; the page's
-source is doc/html/upgrades.shtml in SchedMD/slurm, last modified 18 July 2024): slurmdbd and slurmctld accept the RPCs, state files and database records of the previous
-TWO major releases; from 24.11 on, of the previous THREE (24.11 reads 24.05, 23.11 and 23.02; 25.05
-reads 24.11, 24.05 and 23.11; 25.11 reads 25.05, 24.11 and 24.05). "Upgrades from incompatible
-versions will fail immediately upon startup": a jump outside the window must go through an
-intermediate release ("instead of upgrading directly from Slurm 20.11 to 23.11, first upgrade all
-systems to Slurm 22.05").
+source is doc/html/upgrades.shtml in SchedMD/slurm, last modified 18 July 2024): slurmdbd and
+slurmctld accept the RPCs, state files and database records of the previous TWO major releases; from
+24.11 on, of the previous THREE (24.11 reads 24.05, 23.11 and 23.02; 25.05 reads 24.11, 24.05 and
+23.11; 25.11 reads 25.05, 24.11 and 24.05). "Upgrades from incompatible versions will fail
+immediately upon startup": a jump outside the window must go through an intermediate release
+("instead of upgrading directly from Slurm 20.11 to 23.11, first upgrade all systems to Slurm
+22.05").
 
 The release list and the window rule live here and nowhere else; the filter
 ``gpucluster.core.slurm_upgrade_errors`` (plugins/filter/slurm_versions.py) adapts them for the

@@ -20,4 +20,3 @@ def test_the_filter_is_the_module_utils_rule():
 def test_bad_arguments_are_named(target, installed):
     with pytest.raises(AnsibleFilterError, match='slurm_upgrade_errors: the'):
         f.slurm_upgrade_errors(target, installed)
-
