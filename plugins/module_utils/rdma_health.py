@@ -66,6 +66,45 @@ def health_issues(rdma, expect_present=False):
     return issues
 
 
+def select_ports(hcas, selection):
+    """The ports outside ``selection`` (ignore_ports entries) and the entries of it the node lacks.
+
+    ``hcas``: rdma_sysfs.collect()'s ``hcas`` ({name, ports: [{port}]}); ``selection``: the RDMA ports the
+    node's jobs use, as NCCL_IB_HCA entries matched exactly (``mlx5_0`` every port of the device,
+    ``mlx5_0:1`` one port; the rdma role's rdma_nccl_ib_hca). Returns ``(ignored, missing)``: ``ignored``
+    names every other port as ``hca/port`` (rdma_sysfs.build_facts' ignore_ports), ``missing`` the
+    entries with no such device or port on the node (sorted).
+    """
+    wanted = {}
+    for entry in selection or []:
+        name, _sep, port = str(entry).partition(':')
+        wanted.setdefault(name, set()).add(int(port) if port else None)
+    ignored = []
+    found = set()
+    for hca in hcas or []:
+        ports = wanted.get(hca.get('name'))
+        for port in hca.get('ports') or []:
+            number = port.get('port')
+            if ports is not None and (None in ports or number in ports):
+                if number in ports:
+                    found.add((hca['name'], number))
+            else:
+                ignored.append('%s/%s' % (hca.get('name'), number))
+        if ports is not None and None in ports and hca.get('ports'):
+            found.add((hca['name'], None))
+    missing = sorted('%s:%s' % (name, port) if port is not None else name
+                     for name, ports in wanted.items() for port in ports if (name, port) not in found)
+    return ignored, missing
+
+
+def missing_issues(missing):
+    """Critical issues for the selected ports the node lacks (select_ports' ``missing``)."""
+    return [_issue('rdma_present', 'critical', '%s is in the RDMA port set the node\'s jobs use (NCCL_IB_HCA, '
+                   'health_check_rdma_hcas) but is not under /sys/class/infiniband' % entry,
+                   hca=entry.split(':')[0], port=int(entry.split(':')[1]) if ':' in entry else None)
+            for entry in missing]
+
+
 def merge_status(gpu_status, rdma_issues):
     """The node's status once the fabric's issues join the GPU verdict (worst of both)."""
     order = ('ok', 'unknown', 'warning', 'critical')
