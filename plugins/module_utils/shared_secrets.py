@@ -201,8 +201,7 @@ def munge_key_plan(controller, key_path, controller_key, controller_record, reco
     if list(recorded) == [controller_key]:
         return {'action': 'use', 'message': 'the munge key on %s is the one the nodes recorded.' % controller}
     if len(recorded) > 1:
-        groups = '; '.join('%s hold one key' % _names(sorted(hosts)) for hosts in
-                           sorted(recorded.values(), key=lambda hosts: sorted(hosts)))
+        groups = '; '.join('%s hold one key' % _names(hosts) for hosts in sorted(sorted(h) for h in recorded.values()))
         return {'action': 'stop', 'message': (
             'the nodes were given different cluster munge keys (%s): munge on one group refuses the other\'s '
             'credentials. Nothing was changed. Choose the cluster\'s key, copy it to %s:%s (mode 0400, owner '
@@ -215,9 +214,9 @@ def munge_key_plan(controller, key_path, controller_key, controller_record, reco
     else:
         state = 'has no munge key (%s)' % key_path
         would = 'Creating one there and copying it to every node'
-    return {'action': 'stop', 'message': (
-        'the Slurm controller host %s %s, while %s hold%s the cluster key, recorded by an earlier run. %s would '
-        'replace the key under the running cluster (munge would refuse every node\'s credentials), so nothing '
-        'was changed. Copy %s from %s to %s (mode 0400, owner munge), or set slurm_munge_key (from Vault) to the '
-        'cluster key, and rerun.' % (controller, state, _names(hosts), '' if len(hosts) > 1 else 's', would,
-                                      key_path, hosts[0], controller))}
+    message = ('the Slurm controller host %s %s, while %s hold%s the cluster key, recorded by an earlier run. %s '
+               'would replace the key under the running cluster (munge would refuse every node\'s credentials), so '
+               'nothing was changed. Copy %s from %s to %s (mode 0400, owner munge), or set slurm_munge_key (from '
+               'Vault) to the cluster key, and rerun.')
+    return {'action': 'stop', 'message': message % (controller, state, _names(hosts), '' if len(hosts) > 1 else 's',
+                                                    would, key_path, hosts[0], controller)}

@@ -4,11 +4,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import hashlib
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.x509.oid import NameOID
 from hypothesis import given, settings, strategies as st
 
@@ -21,11 +22,12 @@ NOW = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
 
 
 def _ca_pem(cn):
-    key = ec.generate_private_key(ec.SECP384R1())
+    # Ed25519 signatures are deterministic: the same certificate (and test ids) in every pytest worker.
+    key = ed25519.Ed25519PrivateKey.from_private_bytes(hashlib.sha256(cn.encode()).digest())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(1).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(days=3650))
-            .sign(key, hashes.SHA256()))
+            .sign(key, None))
     return cert, cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
