@@ -19,6 +19,7 @@ import json
 import math
 import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
@@ -103,8 +104,8 @@ def _check_report(report):
     for check in report['checks']:
         if not isinstance(check, dict) or check.get('status') not in CHECK_STATUSES \
                 or not check.get('name') or not check.get('node'):
-            raise ReportInputError('check %r must have a name, a node and a status in %s'
-                                   % (check, ', '.join(CHECK_STATUSES)))
+            raise ReportInputError('check %s must have a name, a node and a status in %s'
+                                   % (quote(check), ', '.join(CHECK_STATUSES)))
     return report
 
 
@@ -185,8 +186,8 @@ def matrix_table(verdict, unit='Gb/s'):
             if src == dst:
                 cells.append('')
                 continue
-            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % status.get((src, dst), '?')
-            cells.append(_gbps(legs.get((src, dst))) + mark)
+            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % reports.md_text(status.get((src, dst), '?'))
+            cells.append(reports.Markup(reports.md_text(_gbps(legs.get((src, dst)))) + mark))
         rows.append(cells)
     return ['from / to (%s)' % unit] + list(nodes), rows
 
@@ -241,7 +242,7 @@ def render_prom(report, node, timestamp):
     """node_exporter textfile metrics for ``node`` (same conventions as gpucluster_health.prom)."""
     report = _check_report(report)
     if node not in report['nodes']:
-        raise ReportInputError('node %r is not in the report (nodes: %s)' % (node, ', '.join(report['nodes'])))
+        raise ReportInputError('node %s is not in the report (nodes: %s)' % (quote(node), clip(', '.join(map(str, report['nodes'])))))
     samples = dict((entry[0], []) for entry in _PROM_HELP)
     mine = [c for c in report['checks'] if c['node'] in (node, 'fleet')]
     matrix = report.get('matrix') or {}
