@@ -343,9 +343,10 @@ class FileSet(object):
         written = [os.path.normpath(p) for p in list(declared) + list(seen)]
         written_real = [os.path.realpath(p) for p in written]
         for path in absent:
-            if not path:
-                continue
-            self._check_path(path, 'absent[]', absolute=False)
+            self._check_path(path or '', 'absent[]', absolute=False)
+            if not _removable(path):
+                self.fail('file_set: absent[] takes absolute paths at least two levels below / (such as '
+                          '/usr/local/lib/old), got %s' % quote(path))
             for form, targets in ((os.path.normpath(path), written), (os.path.realpath(path), written_real)):
                 for target in targets:
                     if _inside(target, form):
@@ -529,10 +530,6 @@ class FileSet(object):
 
     def _run(self, directories, files, absent):
         self.preflight(directories, files, absent)
-        for path in absent:
-            if not _removable(path):
-                self.fail('file_set: absent[] takes absolute paths at least two levels below / (such as '
-                          '/usr/local/lib/old), got %s' % quote(path))
         for spec in directories:
             self.directory(spec)
         pending = []

@@ -75,16 +75,6 @@ def _text(value):
     return u'' if value is None else u'%s' % (value,)
 
 
-def _safe_data(value):
-    if isinstance(value, str):
-        return escape_unsafe(value, _SURROGATE)
-    if isinstance(value, dict):
-        return dict((_safe_data(k), _safe_data(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_safe_data(v) for v in value]
-    return value
-
-
 def _xml(value):
     return escape_unsafe(_text(value), _XML_ILLEGAL)
 
@@ -121,17 +111,39 @@ def md_line(value):
     return md_text(' '.join(_text(value).split()))
 
 
-def _finite(value, path, found):
-    """``value`` with every float that is NaN or infinite made None (its path added to ``found``)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        found.append(path or '(the document)')
+def _trail_text(trail):
+    text = ''
+    for key in trail:
+        text += '[%d]' % key if isinstance(key, int) and not isinstance(key, bool) else ('.%s' % (key,) if text else '%s' % (key,))
+    return text or '(the document)'
+
+
+def _clean(value, trail, found):
+    """``value`` ready for strict JSON: lone surrogates shown as escapes, every float that is NaN or
+    infinite made None (its path, built only then, added to ``found``). One walk, no path text for
+    the values that are fine (a 10,000-host document stays fast)."""
+    if isinstance(value, str):
+        return escape_unsafe(value, _SURROGATE)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        found.append(_trail_text(trail))
         return None
     if isinstance(value, dict):
-        return dict((k if not (isinstance(k, float) and not math.isfinite(k)) else str(k),
-                     _finite(v, '%s.%s' % (path, k) if path else '%s' % (k,), found))
-                    for k, v in value.items())
+        out = {}
+        for key, item in value.items():
+            trail.append(key)
+            clean_key = str(key) if isinstance(key, float) and not math.isfinite(key) else _clean(key, [], [])
+            out[clean_key] = _clean(item, trail, found)
+            trail.pop()
+        return out
     if isinstance(value, (list, tuple)):
-        return [_finite(v, '%s[%d]' % (path, i), found) for i, v in enumerate(value)]
+        out = []
+        for index, item in enumerate(value):
+            trail.append(index)
+            out.append(_clean(item, trail, found))
+            trail.pop()
+        return out
     return value
 
 
@@ -154,6 +166,7 @@ class Report(object):
         self.json_indent = json_indent
         self.suites = []
         self.blocks = []
+        self._clean = None
 
     # ------------------------------------------------------------------ building
 
@@ -178,17 +191,19 @@ class Report(object):
     # ------------------------------------------------------------------ rendering
 
     def non_finite(self):
-        """(document with NaN and infinities made null, the JSON paths where they were)."""
-        found = []
-        document = _finite(self.document, '', found)
-        return document, found
+        """(the document ready for strict JSON, the JSON paths of the NaN and infinite numbers made null).
+        Computed once: the document is not changed after the report is built."""
+        if self._clean is None:
+            found = []
+            self._clean = (_clean(self.document, [], found), found)
+        return self._clean
 
     def render_json(self):
         document, found = self.non_finite()
         if found and isinstance(document, dict):
             document = dict(document, non_finite_values=found)
         # allow_nan=False: a NaN or Infinity left anywhere fails here instead of writing invalid JSON.
-        return json.dumps(_safe_data(document), indent=self.json_indent, sort_keys=True, allow_nan=False) + '\n'
+        return json.dumps(document, indent=self.json_indent, sort_keys=True, allow_nan=False) + '\n'
 
     def render_junit(self):
         """JUnit XML as Jenkins, GitLab, GitHub test reporters and Azure read it: one
