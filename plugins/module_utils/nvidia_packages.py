@@ -47,6 +47,7 @@ def foreign_package(package_arch, architecture):
         return False
     return package_arch not in native
 
+
 # One row per (distribution, driver source) that installs packages (the runfile installs none).
 #   meta_headless / meta_desktop  the metapackage that pulls the driver without / with X11
 #   kernel_module                 the kernel module package (when the metapackage does not pull it)

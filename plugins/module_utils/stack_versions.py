@@ -464,7 +464,7 @@ def cuda_version_json(text):
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        return None, 'it is not JSON (%s)' % (str(exc).split('\n')[0][:120],)
+        return None, 'it is not JSON (%s)' % (str(exc).split('\n', maxsplit=1)[0][:120],)
     cuda = data.get('cuda') if isinstance(data, dict) else None
     version = cuda.get('version') if isinstance(cuda, dict) else None
     if not version:

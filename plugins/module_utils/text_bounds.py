@@ -64,27 +64,28 @@ def _pieces(value, depth, limit):
             if not first:
                 yield ', '
             first = False
-            for piece in _pieces(key, depth + 1, limit):
-                yield piece
+            yield from _pieces(key, depth + 1, limit)
             yield ': '
             try:
                 item = value[key]
             except Exception:  # a mapping that cannot give its item back: say so, never raise
                 item = ELLIPSIS
-            for piece in _pieces(item, depth + 1, limit):
-                yield piece
+            yield from _pieces(item, depth + 1, limit)
         yield '}'
     elif isinstance(value, (list, tuple, Set)):
-        opening, closing = ('[', ']') if isinstance(value, list) else (('(', ')') if isinstance(value, tuple)
-                                                                          else ('{', '}'))
+        if isinstance(value, list):
+            opening, closing = '[', ']'
+        elif isinstance(value, tuple):
+            opening, closing = '(', ')'
+        else:
+            opening, closing = '{', '}'
         yield opening
         first = True
         for item in value:
             if not first:
                 yield ', '
             first = False
-            for piece in _pieces(item, depth + 1, limit):
-                yield piece
+            yield from _pieces(item, depth + 1, limit)
         yield closing
     else:
         try:

@@ -191,8 +191,8 @@ notes:
     is never expanded).
   - A fact cache entry that is not a regular file (a FIFO, a device) or is larger than 64 MiB is never
     opened; that host is V(unknown) with the reason.
-  - A component whose version C(stack_facts) could not know (C(gpu_stack_details.unknown): its file was a
-    FIFO, too large, on a hung mount) is an V(unknown) finding of that component alone.
+  - A component whose version C(stack_facts) could not know (C(gpu_stack_details.unknown), because its file was
+    a FIFO, too large, on a hung mount) is an V(unknown) finding of that component alone.
   - Host-supplied text is inert in every report (HTML and Markdown escaped, bidi controls shown as
     escapes); the JSON report never holds NaN or Infinity.
 seealso:

@@ -95,7 +95,7 @@ options:
             file C(0600).
           - A number is refused, naming the path. YAML reads an unquoted C(644) as the decimal number 644, which
             C(ansible.builtin.file) applies as it is (mode C(01204); its documentation warns that such a number gives
-            unexpected results), and an unquoted C(0644) as 420. file_set does not guess which was meant: quote the mode.
+            unexpected results), and an unquoted C(0644) as 420. file_set does not guess which was meant, so quote the mode.
         type: raw
       validate:
         description:
@@ -113,7 +113,7 @@ options:
         release installed; removed after the files are in place. Relative paths, C(/) and top-level
         directories (a path that resolves to fewer than two levels below C(/), such as C(/etc)) are refused.
       - A path that this call writes (a O(files[].dest) or O(directories[].path)), or a directory holding one, is
-        refused before anything changes: a path is either written or removed, never both.
+        refused before anything changes (a path is either written or removed, never both).
     type: list
     elements: path
     default: []

@@ -66,7 +66,7 @@ notes:
     4 KiB), each within 10 seconds. A file that is a FIFO or a device, is larger, nests its JSON deeper
     than 32 levels, or sits on a mount that does not answer (a hung NFS server) is listed in
     C(gpu_stack_details.unreadable) with the reason, and a component that cannot be known without it is
-    V(null) in C(gpu_stack) and listed with that reason in C(gpu_stack_details.unknown): the drift audit
+    V(null) in C(gpu_stack) and listed with that reason in C(gpu_stack_details.unknown), and the drift audit
     reports it as V(unknown), never as absent. Nothing more under a mount that did not answer is tried.
 seealso:
   - module: gpucluster.core.drift_audit

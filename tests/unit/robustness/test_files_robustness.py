@@ -507,7 +507,7 @@ def cuda_root(tmp_path):
 
 VJSON = '/usr/local/cuda-12.4/version.json'
 VERSION_JSON_CASES = _record('stack_facts', [
-    ('fifo', lambda p: _fifo(p), VJSON + ': it is a FIFO, not a regular file', 'no-hang'),
+    ('fifo', _fifo, VJSON + ': it is a FIFO, not a regular file', 'no-hang'),
     ('5000-brackets', lambda p: p.write_text('[' * 5000), VJSON + ': it nests deeper than 32 levels', 'finding'),
     ('deep-objects', lambda p: p.write_text('{"a":' * 40 + '1' + '}' * 40), VJSON + ': it nests deeper than 32 levels',
      'finding'),
@@ -1017,9 +1017,12 @@ def test_mixed_architectures_never_skip_apt_for_the_node_own(case, arch, lines, 
     assert got == ([spec] if expected else [])
 
 
+def entry(version, arch):
+    return {'version': version, 'arch': arch}
+
+
 def test_installed_matches_counts_the_node_architecture_only():
     plan = nvidia.nvidia_driver_plan('550.54.15', 'cuda_repo', 'Ubuntu', '22', 'open')
-    entry = lambda version, arch: {'version': version, 'arch': arch}  # noqa: E731
     foreign = dict((name, [entry('550.54.15-1', 'i386')]) for name in plan['packages'])
     state = nvidia.nvidia_installed_matches(foreign, plan, 'x86_64')
     assert state['current'] is False and state['missing'] == plan['packages']

@@ -228,8 +228,8 @@ def _pki(directory, keys, ca_end_days, node_end_days):
 @given(ca_end_days=st.floats(min_value=-3000, max_value=60, allow_nan=False),
        node_end_days=st.floats(min_value=31, max_value=800, allow_nan=False),
        renew_days=st.integers(min_value=0, max_value=60))
-def test_the_reason_is_never_empty_while_the_ca_is_expired_or_inside_the_window(keys, ca_end_days, node_end_days,
-                                                                                 renew_days):
+def test_the_reason_is_never_empty_while_the_ca_is_expired_or_inside_the_window(
+        keys, ca_end_days, node_end_days, renew_days):
     directory = tempfile.mkdtemp(prefix='cert-prop-')
     try:
         _pki(directory, keys, ca_end_days, node_end_days)
