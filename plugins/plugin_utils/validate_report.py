@@ -21,6 +21,7 @@ import math
 
 from ansible_collections.gpucluster.core.plugins.module_utils import fabric_matrix, nccl_tests, perftest
 from ansible_collections.gpucluster.core.plugins.module_utils.scheduler import make_reason
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
@@ -83,8 +84,8 @@ def nccl_busbw(output):
 
 
 def _short(text, limit=300):
-    text = ' '.join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + '...'
+    """``text`` on one line (runs of white space made one space), cut to ``limit`` (text_bounds.clip)."""
+    return clip(' '.join(clip(text, 4 * limit).split()), limit)
 
 
 # --------------------------------------------------------------------------- renderers
@@ -119,7 +120,7 @@ def _check_report(report):
         if not isinstance(check, dict) or check.get('status') not in CHECK_STATUSES \
                 or not check.get('name') or not check.get('node'):
             raise ReportInputError('check %s must have a name, a node and a status in %s'
-                                   % (_short(repr(check)), ', '.join(CHECK_STATUSES)))
+                                   % (quote(check), ', '.join(CHECK_STATUSES)))
     # JSON has no NaN or Infinity (RFC 8259): a report holding one would be a validate.json its
     # readers refuse. Every figure is checked finite where it is parsed; this is the last guard.
     found = _non_finite(report, 'report')
@@ -212,8 +213,8 @@ def matrix_table(verdict, unit='Gb/s'):
             if src == dst:
                 cells.append('')
                 continue
-            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % status.get((src, dst), '?')
-            cells.append(_gbps(legs.get((src, dst))) + mark)
+            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % reports.md_text(status.get((src, dst), '?'))
+            cells.append(reports.Markup(reports.md_text(_gbps(legs.get((src, dst)))) + mark))
         rows.append(cells)
     return ['from / to (%s)' % unit] + list(nodes), rows
 
@@ -270,7 +271,7 @@ def render_prom(report, node, timestamp):
     """node_exporter textfile metrics for ``node`` (same conventions as gpucluster_health.prom)."""
     report = _check_report(report)
     if node not in report['nodes']:
-        raise ReportInputError('node %r is not in the report (nodes: %s)' % (node, ', '.join(report['nodes'])))
+        raise ReportInputError('node %s is not in the report (nodes: %s)' % (quote(node), clip(', '.join(map(str, report['nodes'])))))
     samples = dict((entry[0], []) for entry in _PROM_HELP)
     mine = [c for c in report['checks'] if c['node'] in (node, 'fleet')]
     matrix = report.get('matrix') or {}
