@@ -257,7 +257,7 @@ def parse_json_line(line):
         return None
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return message if isinstance(message, dict) else None
 

@@ -291,6 +291,8 @@ def parse_manifest(content):
             data = json.loads(text)
         except ValueError as exc:
             raise ValueError('not valid JSON (%s)' % display(str(exc), 80))
+        except RecursionError:
+            raise ValueError('not valid JSON (nested too deep)')
         if not isinstance(data, dict) or data.get('format') != MANIFEST_FORMAT or not isinstance(data.get('files'), list):
             raise ValueError('JSON without "format": "%s" and a "files" list' % MANIFEST_FORMAT)
         for entry in data['files']:
