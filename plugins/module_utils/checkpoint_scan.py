@@ -491,6 +491,12 @@ def _unreadable_item(user, rel, exc):
     return _item(user, rel, '', 'incomplete', reason, (where + ': ' if where else '') + display(exc.detail))
 
 
+def _no_convention(user, rel, config):
+    return _item(user, rel, '', 'incomplete', 'no-convention',
+                 'no checkpoint convention (%s) matches down to depth %d'
+                 % (', '.join(config['conventions']), config['max_depth']))
+
+
 def _walk(view, user, rel, depth, listing, config, out, seen_files):
     """Decide the entries of directory REL (depth DEPTH below the user's directory, its entries LISTING),
     appending items to OUT and the Stat of every regular file met to SEEN_FILES."""
@@ -524,14 +530,19 @@ def _walk(view, user, rel, depth, listing, config, out, seen_files):
         if item:
             out.append(item)
             seen_files.extend(s for s in item['files'].values() if s.kind == 'file')
-        elif depth + 1 < config['max_depth'] or (depth + 1 == config['max_depth'] and
-                                                    'deepspeed' in conventions and _is_deepspeed_dir(child)):
+            continue
+        before = len(out)
+        if depth + 1 < config['max_depth'] or (depth + 1 == config['max_depth'] and
+                                                 'deepspeed' in conventions and _is_deepspeed_dir(child)):
             try:
                 _walk(view, user, path, depth + 1, child, config, out, seen_files)
             except ScanError as exc:
                 out.append(_unreadable_item(user, path, exc))
         else:
             seen_files.extend(s for s in child.values() if s.kind == 'file')
+        if len(out) == before:
+            # Nothing below it is a checkpoint (a save killed before its marker, logs, a convention not enabled).
+            out.append(_no_convention(user, path, config))
 
 
 def _age_item(view, user, rel, config, now_ns):
@@ -558,18 +569,16 @@ def scan_user(view, user, config, now_ns):
     items = []
     seen = []
     _walk(view, user, user, 0, listing, config, items, seen)
-    # The top-level entries some item covers (a checkpoint, or a file it is backed up with).
+    # The top-level entries some item covers (a checkpoint, or a file it is backed up with); the others (files
+    # no convention knows) are reported too.
     tops = set(rel[len(user) + 1:].split('/')[0] for item in items for rel in [item['rel']] + item['extra'])
     for name in sorted(listing):
-        if name in tops or (name == config.get('marker') and 'marker' in config['conventions']):
-            continue
-        rel = _join(user, name)
-        if 'age' in config['conventions']:
-            items.append(_age_item(view, user, rel, config, now_ns))
-        else:
-            items.append(_item(user, rel, '', 'incomplete', 'no-convention',
-                               'no checkpoint convention (%s) matches down to depth %d'
-                               % (', '.join(config['conventions']), config['max_depth'])))
+        if name not in tops and not (name == config.get('marker') and 'marker' in config['conventions']):
+            items.append(_no_convention(user, _join(user, name), config))
+    if 'age' in config['conventions']:
+        # The legacy rule decides each top-level entry of the user's directory no other convention knows.
+        items = [_age_item(view, user, item['rel'], config, now_ns)
+                 if item['reason'] == 'no-convention' and item['rel'].count('/') == 1 else item for item in items]
     min_age = config.get('min_age_seconds', 0)
     for item in items:
         if item['state'] == 'complete' and item['convention'] != 'age' and min_age and \

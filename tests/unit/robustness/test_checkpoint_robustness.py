@@ -258,14 +258,14 @@ TREES = [
     ('marker-path-escapes', 'reported', _marker_escapes, {'alice/s1': ('incomplete', 'marker-invalid')}),
     ('fifo-beside-marker', 'reported', _marker_lists_a_fifo, {'alice/s1': ('incomplete', 'marker-mismatch')}),
     ('symlink-to-dev-zero-in-marked-dir', 'backed-up', _marker_in_special_file_dir, {'alice/s1': ('complete', 'marker')}),
-    ('latest-fifo', 'reported', _latest_fifo, {'bob/ds': ('incomplete', 'no-convention')}),
+    ('latest-fifo', 'reported', _latest_fifo, {'bob/ds/global_step1': ('incomplete', 'no-convention')}),
     ('latest-escapes', 'reported', _latest_escapes, {
         'bob/ds': ('incomplete', 'deepspeed-latest-invalid'), 'bob/ds/global_step1': ('incomplete', 'deepspeed-not-latest')}),
     ('latest-huge', 'reported', _latest_huge, {
         'bob/ds': ('incomplete', 'deepspeed-latest-invalid'), 'bob/ds/global_step1': ('incomplete', 'deepspeed-not-latest')}),
     ('latest-two-lines', 'reported', _latest_newline, {
         'bob/ds': ('incomplete', 'deepspeed-latest-invalid'), 'bob/ds/global_step1': ('incomplete', 'deepspeed-not-latest')}),
-    ('latest-symlink', 'reported', _latest_symlink, {'bob/ds': ('incomplete', 'no-convention')}),
+    ('latest-symlink', 'reported', _latest_symlink, {'bob/ds/global_step1': ('incomplete', 'no-convention')}),
     ('metadata-directory', 'reported', _metadata_is_a_directory, {'carol/dcp': ('incomplete', 'dcp-no-metadata')}),
     ('metadata-fifo', 'reported', _metadata_fifo, {'carol/dcp': ('incomplete', 'dcp-no-metadata')}),
     ('trainer-state-symlink', 'reported', _trainer_state_symlink,

@@ -63,7 +63,10 @@ def test_marker_lists_the_files_and_decides_from_them(tmp_path):
     write(tmp_path, 'alice/run1/step300/model.pt', b'WEIGHTS', mtime_ns=OLD + 1)
     write(tmp_path, 'alice/run1/step400/model.pt', b'weights')
     write(tmp_path, 'alice/run1/step400/.checkpoint-complete', b'')
+    # killed before its marker: reported, not left out silently beside the complete ones
+    write(tmp_path, 'alice/run1/step500/model.bin', b'weights')
     assert decide(tmp_path) == {
+        'alice/run1/step500': ('incomplete', 'no-convention'),
         'alice/run1/step100': ('complete', 'marker'),
         'alice/run1/step200': ('incomplete', 'marker-mismatch'),
         'alice/run1/step300': ('incomplete', 'marker-mismatch'),
@@ -175,6 +178,7 @@ def test_hf_trainer_checkpoints(tmp_path):
         'carol/out/checkpoint-1000': ('incomplete', 'hf-no-trainer-state'),
         'carol/out/checkpoint-1500': ('incomplete', 'hf-no-trainer-state'),
         'carol/out/tmp-checkpoint-2000': ('incomplete', 'hf-staging'),
+        'carol/out/runs': ('incomplete', 'no-convention'),
     }
 
 
@@ -254,7 +258,8 @@ def test_age_convention_and_min_age(tmp_path):
 def test_max_depth(tmp_path):
     write(tmp_path, 'i/a/b/c/step/__0_0.distcp')
     write(tmp_path, 'i/a/b/c/step/.metadata', b'm')
-    assert decide(tmp_path, max_depth=3) == {'i/a': ('incomplete', 'no-convention')}
+    assert decide(tmp_path, max_depth=3) == {'i/a/b/c': ('incomplete', 'no-convention')}
+    assert decide(tmp_path, max_depth=1) == {'i/a': ('incomplete', 'no-convention')}
     assert decide(tmp_path, max_depth=4) == {'i/a/b/c/step': ('complete', 'dcp-metadata')}
 
 
