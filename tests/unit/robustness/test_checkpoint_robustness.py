@@ -19,6 +19,8 @@ __metaclass__ = type
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -435,13 +437,6 @@ def test_restic_output_that_is_hostile():
     assert status == 'warning' and '\n' not in message
 
 
-CASE_COUNT = len(TREES) + len(VIEW_CASES) + 1 + len(SETTING_CASES) + len(REQUEST_CASES) + len(TEXT_CASES) + 2
-
-
-def test_case_outcomes_are_counted():
-    outcomes = [case[1] for case in TREES + VIEW_CASES] + ['refused'] * (len(SETTING_CASES) + len(REQUEST_CASES)) \
-        + ['escaped'] * (len(TEXT_CASES) + 2) + ['refused']
-    assert set(outcomes) <= set(OUTCOMES) and len(outcomes) == CASE_COUNT
 
 
 # ---- property: any small tree ------------------------------------------------------------------------------
@@ -507,3 +502,83 @@ def test_scan_of_any_small_tree(entries, conventions, depth):
             len(cb.backup_paths(result['items'], root))
     finally:
         shutil.rmtree(root)
+
+
+# ---- the role's preflight (ansible-playbook, local connection, --check): refused before any change ---------
+
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+_HOSTS = """all:
+  hosts:
+    node1:
+      ansible_connection: local
+      ansible_python_interpreter: %s
+    filer1:
+      ansible_connection: local
+      shared_storage_exports: %s
+  children:
+    storage_server:
+      hosts:
+        filer1:
+    storage_clients:
+      hosts:
+        node1:
+"""
+_PLAY = """- name: Run checkpoint_backup's preflight
+  hosts: node1
+  gather_facts: false
+  tasks:
+    - name: Preflight of checkpoint_backup
+      ansible.builtin.include_role:
+        name: gpucluster.core.checkpoint_backup
+        tasks_from: preflight
+"""
+_GOOD = {'checkpoint_backup_sftp_target': 'backup@backuphost:/srv/restic', 'checkpoint_backup_password': 'pw',
+         'checkpoint_backup_sftp_known_hosts': ['backuphost ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA']}
+ROOT_SQUASHED = [{'path': '/srv/shared/checkpoints', 'options': ['rw', 'sync', 'root_squash']}]
+NO_ROOT_SQUASH = [{'path': '/srv/shared/checkpoints', 'options': ['rw', 'sync', 'no_root_squash']}]
+
+# Each case runs ansible-playbook (tens of seconds on a loaded CI machine): the three that matter.
+PREFLIGHT_CASES = [
+    ('nfs-client-root-squashed', 'refused', ROOT_SQUASHED, {},
+     'Check the backup host can read the share as root',
+     'node1 would back up checkpoint_backup_source "/shared/checkpoints" as an NFS client'),
+    ('conventions-bare-string', 'refused', NO_ROOT_SQUASH, {'checkpoint_backup_conventions': 'marker'},
+     'Check the paths, the marker and the numbers',
+     'checkpoint_backup_conventions must be a non-empty list of distinct names'),
+    ('nfs-client-with-no-root-squash-export', 'accepted', NO_ROOT_SQUASH, {}, None, None),
+]
+
+
+@pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason='ansible-playbook not beside this python')
+@pytest.mark.parametrize('exports, extra, task, message', [case[2:] for case in PREFLIGHT_CASES],
+                         ids=[case[0] for case in PREFLIGHT_CASES])
+def test_role_preflight(tmp_path, exports, extra, task, message):
+    (tmp_path / 'hosts.yml').write_text(_HOSTS % (sys.executable, json.dumps(exports)))
+    (tmp_path / 'play.yml').write_text(_PLAY)
+    (tmp_path / 'vars.json').write_text(json.dumps(dict(_GOOD, **extra)))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg'),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'collections'), ANSIBLE_NOCOLOR='1',
+               ANSIBLE_RETRY_FILES_ENABLED='0', ANSIBLE_LOCAL_TEMP=str(tmp_path / 'tmp'))
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, '-i', 'hosts.yml', 'play.yml', '--check', '-e', '@vars.json'],
+                          cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False, timeout=300)
+    out = proc.stdout
+    assert 'changed=0' in out, out
+    if task is None:
+        assert proc.returncode == 0 and 'failed=0' in out, out
+        assert 'Check the backup host can read the share as root' in out
+        return
+    assert proc.returncode == 2, out
+    assert task in [line for line in out.splitlines() if line.startswith('TASK [')][-1], out
+    assert any(line.startswith('[ERROR]: Task failed: Action failed: ' + message) for line in out.splitlines()), out
+
+
+def test_case_outcomes_are_counted():
+    """The outcome of every case of this file, for the note: backed-up, reported, skipped, refused, escaped
+    (and accepted: a good preflight)."""
+    outcomes = [case[1] for case in TREES + VIEW_CASES + PREFLIGHT_CASES] + ['refused'] * (
+        len(SETTING_CASES) + len(REQUEST_CASES) + 1) + ['escaped'] * (len(TEXT_CASES) + 2)
+    assert set(outcomes) <= set(OUTCOMES + ('accepted',))
+    assert len(outcomes) == len(TREES) + len(VIEW_CASES) + len(PREFLIGHT_CASES) + len(SETTING_CASES) + \
+        len(REQUEST_CASES) + 1 + len(TEXT_CASES) + 2
