@@ -325,8 +325,8 @@ def parse_manifest(content):
 
 
 def manifest_for(files):
-    """The JSON manifest (bytes) that lists FILES ({path: Stat}) exactly, for a training job that writes its
-    own marker (roles/checkpoint_backup/files/checkpoint_job.py writes the same form)."""
+    """The JSON manifest (bytes) that lists FILES ({path: Stat}) exactly: the marker's content as a job writes it
+    (docs/storage.md shows the same in a few lines of Python, and the find form)."""
     entries = [{'path': path, 'size': st.size, 'mtime_ns': st.mtime_ns}
                for path, st in sorted(files.items()) if st.kind == 'file']
     return (json.dumps({'format': MANIFEST_FORMAT, 'files': entries}, indent=1, sort_keys=True) + '\n').encode('ascii')
