@@ -76,6 +76,8 @@ DCP_METADATA = '.metadata'
 DCP_SUFFIX = '.distcp'
 HF_TRAINER_STATE = 'trainer_state.json'
 DEEPSPEED_LATEST = 'latest'
+# Files DeepSpeed writes into a tag directory (mp_rank_00_model_states.pt, zero_pp_rank_0_mp_rank_00_optim_states.pt).
+DEEPSPEED_FILE_SUFFIXES = ('model_states.pt', 'optim_states.pt')
 BIDI = frozenset([0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068,
                   0x2069, 0x2028, 0x2029, 0xFEFF])
 DISPLAY_LIMIT = 300
@@ -438,12 +440,29 @@ def _dir_item(view, user, rel, name, listing, config):
     return None
 
 
+def _is_deepspeed_tag(files):
+    """FILES ({path: Stat} of a directory) hold DeepSpeed's own files at their top (a tag directory)."""
+    return any('/' not in path and path.endswith(DEEPSPEED_FILE_SUFFIXES) for path, st in files.items()
+               if st.kind == 'file')
+
+
 def _deepspeed_items(view, user, rel, listing):
-    """Items for DeepSpeed save_dir REL (its entries LISTING hold the `latest` file)."""
+    """(items, other subdirectories) of DeepSpeed save_dir REL (its entries LISTING hold the `latest` file): the
+    tag directories (DeepSpeed's *model_states.pt / *optim_states.pt in them, or the one `latest` names) are
+    decided here; the other subdirectories are the caller's to decide like any directory."""
     items = []
+    others = []
     subdirs = sorted(n for n, st in listing.items() if st.kind == 'dir')
     extras = sorted(_join(rel, n) for n, st in listing.items() if st.kind == 'file')
     latest = listing[DEEPSPEED_LATEST]
+    trees = {}
+    for name in subdirs:
+        try:
+            trees[name] = walk_files(view, _join(rel, name))
+        except ScanError as exc:
+            trees[name] = exc
+    if not any(isinstance(files, dict) and _is_deepspeed_tag(files) for files in trees.values()):
+        return None, None  # a `latest` file beside directories that are not DeepSpeed's: not a save_dir
     try:
         tag = view.read_small(_join(rel, DEEPSPEED_LATEST), LATEST_MAX_BYTES).decode('utf-8', 'surrogateescape').strip()
         problem = None
@@ -455,18 +474,19 @@ def _deepspeed_items(view, user, rel, listing):
         tag, problem = '', '`latest` cannot be read: %s' % exc.detail
     if problem:
         items.append(_item(user, rel, 'deepspeed', 'incomplete', 'deepspeed-latest-invalid', problem))
-    elif tag not in subdirs:
+    elif tag not in subdirs or not (isinstance(trees[tag], ScanError) or _is_deepspeed_tag(trees[tag])):
         items.append(_item(user, _join(rel, tag), 'deepspeed', 'incomplete', 'deepspeed-latest-missing',
-                           '`latest` names %s, which is not a directory here' % display(tag, 80)))
+                           '`latest` names %s, which is not a tag directory here' % display(tag, 80)))
     for name in subdirs:
         path = _join(rel, name)
-        try:
-            files = walk_files(view, path)
-        except ScanError as exc:
-            items.append(_item(user, path, 'deepspeed', 'incomplete', exc.reason if exc.reason in
-                               REASONS['incomplete'] else 'unreadable', display(exc.detail)))
+        files = trees[name]
+        if isinstance(files, ScanError):
+            items.append(_unreadable_item(user, path, files))
             continue
-        if problem or name != tag:
+        if not _is_deepspeed_tag(files):
+            others.append(name)
+            continue
+        if name != tag or problem:
             items.append(_item(user, path, 'deepspeed', 'incomplete', 'deepspeed-not-latest',
                                '`latest` names %s' % (display(tag, 80) if not problem else 'no valid tag'), files))
             continue
@@ -477,7 +497,7 @@ def _deepspeed_items(view, user, rel, listing):
             continue
         items.append(_item(user, path, 'deepspeed', 'complete', 'deepspeed-latest', 'the tag `latest` names',
                            files, extra=extras, look=True))
-    return items
+    return items, others
 
 
 def _is_deepspeed_dir(listing):
@@ -502,47 +522,58 @@ def _walk(view, user, rel, depth, listing, config, out, seen_files):
     appending items to OUT and the Stat of every regular file met to SEEN_FILES."""
     conventions = config['conventions']
     if 'deepspeed' in conventions and _is_deepspeed_dir(listing):
-        seen_files.extend(st for st in listing.values() if st.kind == 'file')
-        for item in _deepspeed_items(view, user, rel, listing):
-            out.append(item)
-            seen_files.extend(st for st in item['files'].values() if st.kind == 'file')
-        return
-    for name in sorted(listing):
-        st = listing[name]
-        path = _join(rel, name)
-        if st.kind == 'file':
-            seen_files.append(st)
-        if st.kind == 'dir' and _temporary(name):
-            out.append(_item(user, path, '', 'incomplete', 'temporary-file',
-                             'a temporary name: the save has not been renamed into place'))
-            continue
-        if st.kind != 'dir':
-            item = _file_item(user, rel, name, st, conventions)
-            if item:
+        items, others = _deepspeed_items(view, user, rel, listing)
+        if items is not None:
+            seen_files.extend(st for st in listing.values() if st.kind == 'file')
+            for item in items:
                 out.append(item)
-            continue
-        try:
-            child = view.entries(path)
-            item = _dir_item(view, user, path, name, child, config)
-        except ScanError as exc:
-            out.append(_unreadable_item(user, path, exc))
-            continue
+                seen_files.extend(st for st in item['files'].values() if st.kind == 'file')
+            for name in others:
+                _entry(view, user, rel, name, listing[name], depth, config, out, seen_files)
+            return
+    if depth >= config['max_depth']:
+        return  # reached only to look for a DeepSpeed save_dir: nothing deeper is decided
+    for name in sorted(listing):
+        _entry(view, user, rel, name, listing[name], depth, config, out, seen_files)
+
+
+def _entry(view, user, rel, name, st, depth, config, out, seen_files):
+    """Decide entry NAME (Stat ST) of directory REL (at DEPTH)."""
+    conventions = config['conventions']
+    path = _join(rel, name)
+    if st.kind == 'file':
+        seen_files.append(st)
+    if st.kind == 'dir' and _temporary(name):
+        out.append(_item(user, path, '', 'incomplete', 'temporary-file',
+                         'a temporary name: the save has not been renamed into place'))
+        return
+    if st.kind != 'dir':
+        item = _file_item(user, rel, name, st, conventions)
         if item:
             out.append(item)
-            seen_files.extend(s for s in item['files'].values() if s.kind == 'file')
-            continue
-        before = len(out)
-        if depth + 1 < config['max_depth'] or (depth + 1 == config['max_depth'] and
-                                                 'deepspeed' in conventions and _is_deepspeed_dir(child)):
-            try:
-                _walk(view, user, path, depth + 1, child, config, out, seen_files)
-            except ScanError as exc:
-                out.append(_unreadable_item(user, path, exc))
-        else:
-            seen_files.extend(s for s in child.values() if s.kind == 'file')
-        if len(out) == before:
-            # Nothing below it is a checkpoint (a save killed before its marker, logs, a convention not enabled).
-            out.append(_no_convention(user, path, config))
+        return
+    try:
+        child = view.entries(path)
+        item = _dir_item(view, user, path, name, child, config)
+    except ScanError as exc:
+        out.append(_unreadable_item(user, path, exc))
+        return
+    if item:
+        out.append(item)
+        seen_files.extend(s for s in item['files'].values() if s.kind == 'file')
+        return
+    before = len(out)
+    if depth + 1 < config['max_depth'] or (depth + 1 == config['max_depth'] and
+                                             'deepspeed' in conventions and _is_deepspeed_dir(child)):
+        try:
+            _walk(view, user, path, depth + 1, child, config, out, seen_files)
+        except ScanError as exc:
+            out.append(_unreadable_item(user, path, exc))
+    else:
+        seen_files.extend(s for s in child.values() if s.kind == 'file')
+    if len(out) == before:
+        # Nothing below it is a checkpoint (a save killed before its marker, logs, a convention not enabled).
+        out.append(_no_convention(user, path, config))
 
 
 def _age_item(view, user, rel, config, now_ns):

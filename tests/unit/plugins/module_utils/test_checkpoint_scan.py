@@ -159,6 +159,20 @@ def test_deepspeed_latest_that_names_no_finished_tag(tmp_path, latest, expected)
     assert decide(tmp_path) == expected
 
 
+def test_a_latest_file_that_is_not_deepspeeds(tmp_path):
+    """A user's own `latest` pointer beside runs that are not DeepSpeed's: the runs are decided as usual."""
+    write(tmp_path, 'hana/latest', b'run2')
+    write(tmp_path, 'hana/run1/checkpoint-5/trainer_state.json', b'{}')
+    write(tmp_path, 'hana/run2/model.pt')
+    write(tmp_path, 'hana/ds/global_step3/mp_rank_00_model_states.pt')
+    write(tmp_path, 'hana/ds/latest', b'global_step3')
+    write(tmp_path, 'hana/ds/logs/events.txt')
+    assert decide(tmp_path) == {
+        'hana/run1/checkpoint-5': ('complete', 'hf-trainer-state'), 'hana/run2/model.pt': ('complete', 'torch-save'),
+        'hana/ds/global_step3': ('complete', 'deepspeed-latest'), 'hana/ds/logs': ('incomplete', 'no-convention'),
+        'hana/latest': ('incomplete', 'no-convention')}
+
+
 def test_deepspeed_rank_writing_after_latest(tmp_path):
     write(tmp_path, 'bob/ds/global_step10/mp_rank_00_model_states.pt')
     write(tmp_path, 'bob/ds/latest', b'global_step10', mtime_ns=OLD)
