@@ -148,6 +148,7 @@ def main():
         killed = step == args.kill_at_save
         if rank == 0:
             save_torch(os.path.join(args.dir, 'torch', 'model_%s.pt' % name), state, half=killed)
+            os.makedirs(os.path.join(args.dir, 'dcp', name), exist_ok=True)
         dist.barrier()
         save_dcp(os.path.join(args.dir, 'dcp', name), state, KilledWriter if killed else dcp.FileSystemWriter)
         dist.barrier()

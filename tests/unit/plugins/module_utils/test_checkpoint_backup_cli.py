@@ -5,6 +5,7 @@ molecule scenario molecule/storage)."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import importlib
 import json
 import os
 import shutil
@@ -344,9 +345,11 @@ def test_journal_lines_cannot_be_forged_by_names(program):
 
 
 def _in_process(program, monkeypatch):
-    sys.path.insert(0, program.lib)
+    """The program's modules imported in this process, from the test's copy of the archive's package."""
     monkeypatch.syspath_prepend(program.lib)
-    import importlib
+    for name in list(sys.modules):
+        if name.startswith('gpucluster_checkpoint_backup'):
+            monkeypatch.delitem(sys.modules, name)
     cli = importlib.import_module('gpucluster_checkpoint_backup.cli')
     return cli, importlib.import_module('gpucluster_checkpoint_backup.checkpoint_scan')
 
