@@ -617,11 +617,25 @@ def scan_user(view, user, config, now_ns):
             item.update(state='incomplete', reason='too-young', look=False,
                         detail='modified in the last %d s (min_age_seconds)' % min_age)
     items.sort(key=lambda item: item['rel'])
+    found = {'items': items, 'mtimes': [st.mtime_ns for st in seen]}
+    found.update(user_figures(items, found['mtimes']))
+    return found
+
+
+def user_figures(items, mtimes):
+    """The user's figures for the alert on files changing with no complete checkpoint: newest_ns (newest file),
+    complete_ns (the newest file of the newest complete checkpoint among ITEMS, 0: none), incomplete_since_ns
+    (the oldest of MTIMES newer than that, 0: none)."""
     complete_ns = max([item['newest_ns'] for item in items if item['state'] == 'complete'] or [0])
-    mtimes = [st.mtime_ns for st in seen]
     after = [m for m in mtimes if m > complete_ns]
-    return {'items': items, 'newest_ns': max(mtimes or [0]), 'complete_ns': complete_ns,
-            'incomplete_since_ns': min(after) if after else 0}
+    return {'newest_ns': max(mtimes or [0]), 'complete_ns': complete_ns, 'incomplete_since_ns': min(after) if after else 0}
+
+
+def refresh_user_figures(result):
+    """RESULT (scan's) with every user's figures computed again from the items' states now (after second looks)."""
+    for user, figures in result['users'].items():
+        figures.update(user_figures([item for item in result['items'] if item['user'] == user], figures['mtimes']))
+    return result
 
 
 def user_skip_reason(name, st):

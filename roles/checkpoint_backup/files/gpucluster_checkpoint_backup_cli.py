@@ -41,7 +41,8 @@ from .checkpoint_backup import (ConfigError, backup_argv, backup_error_item, bac
                                 parse_restic_version, render_metrics, restic_features, restore_errors,
                                 scan_config, snapshot_files, snapshots_argv, update_state, RESTIC_EXITS)
 from .checkpoint_scan import (DiskView, ScanError, display, look_again, mount_for, needs_second_look,
-                              parse_mountinfo, scan, second_look, unreadable_share_message)
+                              parse_mountinfo, refresh_user_figures, scan, second_look,
+                              unreadable_share_message)
 
 DEFAULT_CONFIG = '/etc/gpucluster/checkpoint-backup.json'
 # restic says this (0.14 to 0.18) when the location holds no repository; anything else is an error.
@@ -230,6 +231,7 @@ def take_second_look(config, view, result, previous):
     time.sleep(config['stable_seconds'])
     for item in pending:
         second_look(item, look_again(view, item))
+    refresh_user_figures(result)
 
 
 def restic_backup(config, paths, features):

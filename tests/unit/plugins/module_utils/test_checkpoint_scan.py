@@ -336,10 +336,21 @@ def test_per_user_figures_for_the_stale_alert(tmp_path):
     write(tmp_path, 'alice/a/step2/model.bin', mtime_ns=NOW - 8 * 3600 * NS)
     write(tmp_path, 'alice/a/step2/model2.bin', mtime_ns=NOW - 600 * NS)
     write(tmp_path, 'bob/logs.txt', mtime_ns=NOW - 60 * NS)
-    users = cs.scan(cs.DiskView(str(tmp_path)), config(), NOW)['users']
-    assert users['alice'] == {'newest_ns': NOW - 600 * NS, 'complete_ns': NOW - 10 * 3600 * NS,
-                              'incomplete_since_ns': NOW - 8 * 3600 * NS}
-    assert users['bob'] == {'newest_ns': NOW - 60 * NS, 'complete_ns': 0, 'incomplete_since_ns': NOW - 60 * NS}
+    write(tmp_path, 'carol/old.bin', mtime_ns=NOW - 9 * 3600 * NS)
+    write(tmp_path, 'carol/model.pt', mtime_ns=NOW - 60 * NS)
+    result = cs.scan(cs.DiskView(str(tmp_path)), config(), NOW)
+    figures = dict((user, dict((k, v) for k, v in found.items() if k != 'mtimes'))
+                   for user, found in result['users'].items())
+    assert figures['alice'] == {'newest_ns': NOW - 600 * NS, 'complete_ns': NOW - 10 * 3600 * NS,
+                                'incomplete_since_ns': NOW - 8 * 3600 * NS}
+    assert figures['bob'] == {'newest_ns': NOW - 60 * NS, 'complete_ns': 0, 'incomplete_since_ns': NOW - 60 * NS}
+    # carol's torch.save file is complete at the first look; still growing at the second, it is not, and her
+    # figures say so
+    assert figures['carol'] == {'newest_ns': NOW - 60 * NS, 'complete_ns': NOW - 60 * NS, 'incomplete_since_ns': 0}
+    item = [i for i in result['items'] if i['rel'] == 'carol/model.pt'][0]
+    cs.second_look(item, None)
+    carol = cs.refresh_user_figures(result)['users']['carol']
+    assert (carol['complete_ns'], carol['incomplete_since_ns']) == (0, NOW - 9 * 3600 * NS)
 
 
 def test_counts_and_fingerprint():
