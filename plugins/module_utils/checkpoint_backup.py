@@ -296,9 +296,9 @@ def backup_outcome(rc, error_items, gone, stderr_text, features):
         if unreadable:
             return 'failed', ('restic backup could not read %d file(s) that are still there, first %s'
                               % (len(unreadable), display(unreadable[0])))
+        first = display(sorted(gone)[0]) if gone else '(not named by restic)'
         return 'warning', ('%d file(s) were removed while restic read them (rotated away during the backup), '
-                           'first %s; the snapshot holds the rest' % (len(set(gone)), display(sorted(gone)[0])
-                                                                        if gone else '(not named by restic)'))
+                           'first %s; the snapshot holds the rest' % (len(set(gone)), first))
     if rc == 1 and NO_PARENT_TEXT in stderr_text:
         return 'warning', 'every checkpoint listed was removed before restic read it: nothing was backed up'
     if features.get('exit_codes') and rc in RESTIC_EXITS and (rc != 12 or features.get('exit_wrong_password')):

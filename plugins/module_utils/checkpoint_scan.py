@@ -563,8 +563,8 @@ def _entry(view, user, rel, name, st, depth, config, out, seen_files):
         seen_files.extend(s for s in item['files'].values() if s.kind == 'file')
         return
     before = len(out)
-    if depth + 1 < config['max_depth'] or (depth + 1 == config['max_depth'] and
-                                             'deepspeed' in conventions and _is_deepspeed_dir(child)):
+    deeper = depth + 1 < config['max_depth']
+    if deeper or (depth + 1 == config['max_depth'] and 'deepspeed' in conventions and _is_deepspeed_dir(child)):
         try:
             _walk(view, user, path, depth + 1, child, config, out, seen_files)
         except ScanError as exc:

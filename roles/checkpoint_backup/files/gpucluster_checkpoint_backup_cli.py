@@ -269,8 +269,8 @@ def restic_backup(config, paths, features):
     gone = [path for path in errors if not os.path.lexists(path)]
     status, message = backup_outcome(rc, errors, gone, '\n'.join(stderr_lines), features)
     for path in sorted(set(errors))[:LOG_LIMIT]:
-        log('restic could not read %s (%s)' % (display(path), 'removed during the backup' if path in gone
-                                                else 'still there'))
+        why = 'removed during the backup' if path in gone else 'still there'
+        log('restic could not read %s (%s)' % (display(path), why))
     return status, message, summary, gone
 
 

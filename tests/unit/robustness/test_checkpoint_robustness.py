@@ -437,8 +437,6 @@ def test_restic_output_that_is_hostile():
     assert status == 'warning' and '\n' not in message
 
 
-
-
 # ---- property: any small tree ------------------------------------------------------------------------------
 
 NAMES = st.sampled_from(['alice', 'JDoe', 'a\nb', '\u202eu', b'\xff'.decode('utf-8', 'surrogateescape'), '.hidden',

@@ -203,7 +203,7 @@ def _scan_result():
     users = {'alice': {'newest_ns': 1767600000 * 10 ** 9 + 5, 'complete_ns': 1767600000 * 10 ** 9,
                        'incomplete_since_ns': 0},
              'bob\n"x"': {'newest_ns': 1767603600 * 10 ** 9, 'complete_ns': 0,
-                           'incomplete_since_ns': 1767500000 * 10 ** 9}}
+                          'incomplete_since_ns': 1767500000 * 10 ** 9}}
     return {'items': items, 'users': users}
 
 
