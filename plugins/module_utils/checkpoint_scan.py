@@ -226,14 +226,15 @@ def _join(rel, name):
     return rel + '/' + name if rel else name
 
 
-def walk_files(view, rel, depth=INNER_DEPTH):
+def walk_files(view, rel, depth=INNER_DEPTH, top=None):
     """{path below REL: Stat} of everything below directory REL (directories included), at most DEPTH levels
-    deep (deeper: ScanError too-many-entries)."""
+    deep (deeper: ScanError too-many-entries). TOP: REL's entries when the caller has listed them already."""
     found = {}
     stack = [('', depth)]
     while stack:
         sub, left = stack.pop()
-        for name, st in view.entries(_join(rel, sub)).items():
+        listing = top if (top is not None and sub == '') else view.entries(_join(rel, sub))
+        for name, st in listing.items():
             path = _join(sub, name)
             found[path] = st
             if st.kind == 'dir':
@@ -399,7 +400,7 @@ def _dir_item(view, user, rel, name, listing, config):
     conventions = config['conventions']
     marker = config.get('marker', '')
     if 'marker' in conventions and marker and marker in listing and listing[marker].kind == 'file':
-        files = walk_files(view, rel)
+        files = walk_files(view, rel, top=listing)
         try:
             listed = parse_manifest(view.read_small(_join(rel, marker), MARKER_MAX_BYTES))
         except ScanError as exc:
@@ -416,9 +417,9 @@ def _dir_item(view, user, rel, name, listing, config):
         return _item(user, rel, 'marker', 'incomplete', 'marker-mismatch', detail, files)
     if 'hf_trainer' in conventions and HF_STAGING.match(name):
         return _item(user, rel, 'hf_trainer', 'incomplete', 'hf-staging',
-                     'the Trainer renames it to checkpoint-N when the save is done', walk_files(view, rel))
+                     'the Trainer renames it to checkpoint-N when the save is done', walk_files(view, rel, top=listing))
     if 'hf_trainer' in conventions and HF_CHECKPOINT.match(name):
-        files = walk_files(view, rel)
+        files = walk_files(view, rel, top=listing)
         state = listing.get(HF_TRAINER_STATE)
         if state is None or state.kind != 'file' or state.size == 0:
             return _item(user, rel, 'hf_trainer', 'incomplete', 'hf-no-trainer-state',
@@ -426,7 +427,7 @@ def _dir_item(view, user, rel, name, listing, config):
         return _item(user, rel, 'hf_trainer', 'complete', 'hf-trainer-state', HF_TRAINER_STATE, files, look=True)
     shards = [n for n, st in listing.items() if n.endswith(DCP_SUFFIX) and st.kind == 'file']
     if 'dcp' in conventions and (shards or DCP_METADATA in listing):
-        files = walk_files(view, rel)
+        files = walk_files(view, rel, top=listing)
         metadata = listing.get(DCP_METADATA)
         if metadata is None or metadata.kind != 'file' or metadata.size == 0:
             return _item(user, rel, 'dcp', 'incomplete', 'dcp-no-metadata',

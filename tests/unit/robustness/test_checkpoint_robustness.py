@@ -318,7 +318,7 @@ VIEW_CASES = [
     ('one-user-root-squashed', 'skipped', DenyingView, {},
      {'alice/step1': ('complete', 'dcp-metadata'), 'alice/step2': ('complete', 'dcp-metadata'),
       'bob': ('skipped', 'permission-denied')}),
-    ('entry-budget', 'reported', cs.DiskView, {'budget': 8},
+    ('entry-budget', 'reported', cs.DiskView, {'budget': 5},
      {'alice/step1': ('complete', 'dcp-metadata'), 'alice/step2': ('incomplete', 'too-many-entries'),
       'bob/step1': ('complete', 'dcp-metadata')}),
 ]
