@@ -1,5 +1,6 @@
 # gpucluster.core — developer entry points. Every target sets up what it needs itself.
-#   make lab        bring up the container lab (LAB_NODES=3, LAB_IMAGE=debian12) and run site.yml
+#   make lab        bring up the container lab (LAB_NODES=3, LAB_IMAGE=debian12 or debian13, with PyTorch; shared storage and
+#                   the checkpoint backup) and run site.yml
 #   make lab-down   remove exactly what the lab created
 #   make ping       check every lab node answers over SSH as the admin user and becomes root
 #   make shell      log in to a lab node over SSH (N=node1); sudo -i for a root shell
@@ -63,11 +64,15 @@ venv: $(VENV)/.stamp
 docker:
 	@lab/ensure-docker.sh
 
+# MOLECULE_LAB_IMAGE=debian13 runs the scenarios that read it (container_runtime, storage) on Debian 13.
+MOLECULE_LAB_IMAGE ?= debian12
+export MOLECULE_LAB_IMAGE
 images: docker
-	@$(STAGE) images lab/build-image.sh debian12 debian13 debian12-torch
+	@$(STAGE) images lab/build-image.sh debian12 debian13 debian12-torch $(filter-out debian12-torch,$(MOLECULE_LAB_IMAGE)-torch)
 
+# The lab's nodes carry PyTorch (validate.yml's smoke test, the example training job): LAB_IMAGE plus python3-torch.
 lab: venv docker
-	@lab/build-image.sh $(LAB_IMAGE)
+	@lab/lab.sh image
 	@lab/lab.sh up
 
 lab-down: venv

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The container lab: LAB_NODES systemd containers (node1..nodeN) on one docker network, driven by
 # the same site.yml as a real cluster and reached the way a site reaches its servers: over SSH as
-# an unprivileged admin user with sudo (inventories/lab/group_vars/gpucluster.yml).
+# an unprivileged admin user with sudo (inventories/lab/group_vars/gpucluster.yml). The nodes run the
+# lab image with PyTorch (lab/build-image.sh LAB_IMAGE-torch: validate.yml's smoke test and the example
+# training job need it) and share one docker volume at /shared, the stand-in for the NFS mounts of
+# shared_storage (the lab's kernel has no NFS, as in the molecule scenario storage): node1 backs up the
+# complete checkpoints below /shared/checkpoints to node2 (inventories/lab/group_vars/checkpoint_backup.yml).
+#   lab/lab.sh image       build the nodes' image (lab/build-image.sh LAB_IMAGE-torch) when its recipe changed
 #   lab/lab.sh up          create what is missing, bootstrap new nodes, check every node answers over
 #                          SSH and becomes root, prepare the GPU stand-in, run site.yml, print a summary
 #   lab/lab.sh down        remove exactly the containers, network, volumes, keys and secrets the lab created
@@ -15,6 +20,8 @@ cd "$(dirname "$0")/.."
 LAB_NODES=${LAB_NODES:-3}
 LAB_IMAGE=${LAB_IMAGE:-debian12}
 LAB_NETWORK=${LAB_NETWORK:-gpucluster-lab}
+# The shared storage every node mounts at /shared (made by lab.sh up, removed by lab.sh down).
+LAB_VOLUME=$LAB_NETWORK-shared
 # Fixed addresses (nodeN = .10+N) keep a node's address, and so its known_hosts entry, across
 # restarts. 10.213.0.0/16 is outside docker's default pools; molecule scenarios use 10.213.1x.0/24.
 LAB_SUBNET=${LAB_SUBNET:-10.213.0.0/24}
@@ -24,7 +31,7 @@ LAB_SUBNET=${LAB_SUBNET:-10.213.0.0/24}
 LAB_ULIMIT_MEMLOCK=${LAB_ULIMIT_MEMLOCK:-65536:8388608}
 LAB_ULIMIT_NOFILE=${LAB_ULIMIT_NOFILE:-1024:20000}
 LABEL=gpucluster.lab
-IMAGE="${LAB_IMAGE_REPO:-gpucluster-lab}:$LAB_IMAGE"
+IMAGE="${LAB_IMAGE_REPO:-gpucluster-lab}:$LAB_IMAGE-torch"
 LOG_DIR=.lab
 INVENTORY=inventories/lab
 # The lab's key pair and known_hosts; lab_ssh_dir in inventories/lab/group_vars/gpucluster.yml
@@ -43,15 +50,19 @@ LAB_SECRETS=("$INVENTORY/.secrets" "$INVENTORY/.credentials")
 die() { echo "lab: $*" >&2; exit 1; }
 
 check_inputs() {
-  if ! [[ "$LAB_NODES" =~ ^[0-9]+$ ]] || (( LAB_NODES < 1 || LAB_NODES > 16 )); then
-    die "LAB_NODES=$LAB_NODES is not accepted: a whole number from 1 to 16"
+  if ! [[ "$LAB_NODES" =~ ^[0-9]+$ ]] || (( LAB_NODES < 2 || LAB_NODES > 16 )); then
+    die "LAB_NODES=$LAB_NODES is not accepted: a whole number from 2 to 16 (node1 backs up the checkpoints to node2, and validate.yml measures pairs of nodes)"
   fi
-  [[ "$LAB_IMAGE" == debian12 || "$LAB_IMAGE" == debian13 ]] ||
-    die "LAB_IMAGE=$LAB_IMAGE is not accepted: debian12 or debian13"
+  check_image_name
   [[ "$LAB_SUBNET" =~ ^([0-9]{1,3}\.){3}0/24$ ]] ||
     die "LAB_SUBNET=$LAB_SUBNET is not accepted: an IPv4 /24 network such as 10.213.0.0/24"
   docker info >/dev/null 2>&1 || die "the Docker daemon does not answer (run: make docker)"
-  docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE is missing (run: lab/build-image.sh $LAB_IMAGE)"
+  docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE is missing (run: lab/build-image.sh $LAB_IMAGE-torch)"
+}
+
+check_image_name() {
+  [[ "$LAB_IMAGE" == debian12 || "$LAB_IMAGE" == debian13 ]] ||
+    die "LAB_IMAGE=$LAB_IMAGE is not accepted: debian12 or debian13 (the nodes run ${LAB_IMAGE_REPO:-gpucluster-lab}:LAB_IMAGE-torch, that release with PyTorch)"
 }
 
 lab_containers() { docker ps -a --filter "label=$LABEL.node" --format '{{.Names}}' | sort -V; }
@@ -71,7 +82,7 @@ create_node() {
     --label "$LABEL.address=$(node_address "$name")" \
     --network "$LAB_NETWORK" --network-alias "$name" --ip "$(node_address "$name")" \
     --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=host \
-    -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
+    -v /sys/fs/cgroup:/sys/fs/cgroup:rw -v "$LAB_VOLUME:/shared" \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
     --ulimit "memlock=$LAB_ULIMIT_MEMLOCK" --ulimit "nofile=$LAB_ULIMIT_NOFILE" \
     --stop-signal SIGRTMIN+3 \
@@ -101,6 +112,21 @@ ensure_network() {
       --subnet "$LAB_SUBNET" --gateway "${LAB_SUBNET%.0/24}.1" "$LAB_NETWORK" >/dev/null ||
       die "cannot create network $LAB_NETWORK on $LAB_SUBNET (another network uses it?): set LAB_SUBNET to a free /24"
   fi
+}
+
+# The shared storage: one docker volume, labelled as the lab's, mounted at /shared on every node.
+ensure_volume() {
+  if docker volume inspect "$LAB_VOLUME" >/dev/null 2>&1; then
+    [[ -n "$(docker volume inspect -f "{{ index .Labels \"$LABEL.volume\" }}" "$LAB_VOLUME")" ]] ||
+      die "volume $LAB_VOLUME exists but was not made by the lab; remove it or set LAB_NETWORK"
+  else
+    docker volume create --label "$LABEL.volume=$LAB_VOLUME" "$LAB_VOLUME" >/dev/null
+  fi
+}
+
+# The volume a container mounts at /shared (empty: none).
+shared_volume_of() {
+  docker container inspect -f '{{ range .Mounts }}{{ if eq .Destination "/shared" }}{{ .Name }}{{ end }}{{ end }}' "$1"
 }
 
 # The lab's own key pair. A missing key while nodes exist is not replaced silently: the nodes
@@ -169,6 +195,7 @@ up() {
   check_inputs
   mkdir -p "$LOG_DIR"
   ensure_network
+  ensure_volume
   ensure_key
   local i name image created=() recipe
   recipe=$(docker image inspect -f "{{ index .Config.Labels \"$LABEL.recipe\" }}" "$IMAGE")
@@ -178,6 +205,10 @@ up() {
       image=$(docker container inspect -f "{{ index .Config.Labels \"$LABEL.image\" }}" "$name")
       [[ -n "$image" ]] || die "a container named $name exists but was not made by the lab; remove or rename it"
       [[ "$image" == "$LAB_IMAGE" ]] || die "$name runs $image, not $LAB_IMAGE: run make lab-down first"
+      [[ "$(docker container inspect -f '{{ .Config.Image }}' "$name")" == "$IMAGE" ]] ||
+        die "$name was made from $(docker container inspect -f '{{ .Config.Image }}' "$name"), not $IMAGE (the lab's nodes now carry PyTorch): run make lab-down first"
+      [[ "$(shared_volume_of "$name")" == "$LAB_VOLUME" ]] ||
+        die "$name does not mount the lab's shared storage (volume $LAB_VOLUME at /shared): it was made before the lab had it; run make lab-down first"
       [[ "$(recipe_of "$name")" == "$recipe" ]] ||
         die "$name was made from an earlier build of $IMAGE (recipe $(recipe_of "$name"), now $recipe): run make lab-down first"
       [[ "$(docker container inspect -f '{{.State.Running}}' "$name")" == true ]] || docker start "$name" >/dev/null
@@ -229,16 +260,36 @@ summary() {
   echo "GPUs:      test-only stand-in nvidia-smi replaying ${recording:-the recording named by lab_gpu_recording} (lab/prepare.yml)"
   echo "result:    $( [[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)" ) in ${secs}s; recap:"
   sed -n '/PLAY RECAP/,/^$/p' "$log" | tail -n +2 | sed 's/^/           /'
-  echo "next:      make ping                       every node over SSH with become"
-  echo "           make shell N=node1              log in to node1 (sudo -i for root), then e.g. sinfo; srun -N$LAB_NODES hostname"
-  echo "           . .venv/bin/activate            puts ansible on PATH; the lab's vault password is a script:"
-  echo "           ANSIBLE_VAULT_PASSWORD_FILE=lab/vault-password.sh ansible-playbook -i $INVENTORY site.yml"
-  echo "           Prometheus https://$(node_address node1):9090  Alertmanager https://$(node_address node1):9093  (from this machine;"
-  echo "           CA inventories/lab/.credentials/monitoring-pki/ca.crt, user gpucluster-scrape, password in inventories/lab/.credentials/monitoring_scrape_password)"
-  echo "           a Prometheus query from this machine (needs curl: apt-get install curl):"
+  local user job=/opt/gpucluster-lab/examples/train_checkpoint.py saves validate_extra='' validate_note=''
+  user=$(ansible-inventory -i "$INVENTORY" --host node1 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ansible_user"])' 2>/dev/null || echo gpuadmin)
+  # What Debian's python3-torch of each release can do (lab/train_checkpoint.py says it in its first line).
+  if [[ $LAB_IMAGE == debian12 ]]; then
+    saves="torch.save files; torch 1.13 on Python 3.11 cannot import torch.distributed.checkpoint"
+  else
+    saves="torch.save files and torch.distributed.checkpoint directories"
+    validate_extra=" -e validate_ddp=false"
+    validate_note="; without its PyTorch all-reduce: Debian 13's torch is built without libuv, and torchrun cannot start"
+  fi
+  echo "storage:   /shared on every node is docker volume $LAB_VOLUME, the stand-in for the NFS mounts (the lab's kernel has"
+  echo "           no NFS); node1 backs up the complete checkpoints below /shared/checkpoints/<user> to node2 (restic, SFTP, hourly)"
+  echo "next:      # each line is a command to paste as it is; what follows a # explains it"
+  echo "           make ping    # every node answers over SSH as $user and becomes root"
+  echo "           make shell N=node1    # log in to node1 as $user (sudo -i for root); then, there:"
+  echo "             sinfo; srun -N$LAB_NODES hostname    # the Slurm nodes, and a job on all of them"
+  echo "             srun -N1 -n2 python3 $job --dir /shared/checkpoints/\$USER/demo    # a 2-rank training job (CPU, gloo) that checkpoints: $saves"
+  echo "             sudo systemctl start gpucluster-checkpoint-backup    # back up the complete checkpoints now (the timer does it hourly)"
+  echo "             sudo journalctl -u gpucluster-checkpoint-backup -o cat --no-pager | tail -n 20    # why each checkpoint was taken or not; restic's figures"
+  echo "             sudo gpucluster-checkpoint-backup snapshots    # what the backup holds"
+  echo "             exit    # back to this machine"
+  echo "           . .venv/bin/activate; export ANSIBLE_VAULT_PASSWORD_FILE=\$PWD/lab/vault-password.sh    # ansible on PATH; the lab's vault password is a script"
+  echo "           ansible-playbook -i $INVENTORY site.yml    # converge again: changed=0"
+  echo "           ansible-playbook -i $INVENTORY playbooks/validate.yml$validate_extra    # acceptance: GPU health, MTU path, pair bandwidth, PyTorch all-reduce through Slurm$validate_note (reports in validate-report/)"
+  echo "           ansible-playbook -i $INVENTORY playbooks/restore_checkpoints.yml -e restore_user=$user -e restore_target=/root/restore-$user    # restore on node1, verified"
+  echo "           # Prometheus https://$(node_address node1):9090 and Alertmanager https://$(node_address node1):9093 answer this machine: CA"
+  echo "           # inventories/lab/.credentials/monitoring-pki/ca.crt, user gpucluster-scrape, password in inventories/lab/.credentials/monitoring_scrape_password"
   echo "           curl --cacert inventories/lab/.credentials/monitoring-pki/ca.crt \\"
-  echo "             -u \"gpucluster-scrape:\$(cat inventories/lab/.credentials/monitoring_scrape_password)\" 'https://$(node_address node1):9090/api/v1/query?query=gpucluster_gpus'"
-  echo "           full log: $log; make lab again converges with changed=0; make lab-down removes the lab"
+  echo "             -u \"gpucluster-scrape:\$(cat inventories/lab/.credentials/monitoring_scrape_password)\" 'https://$(node_address node1):9090/api/v1/query?query=gpucluster_checkpoint_backup_success'    # needs curl (apt-get install curl)"
+  echo "           # full log: $log; make lab again converges with changed=0; make lab-down removes the lab"
   echo "================================================"
 }
 
@@ -255,6 +306,13 @@ down() {
       die "network $LAB_NETWORK was not made by the lab; left alone"
     docker network rm "$LAB_NETWORK" >/dev/null
     echo "lab: removed network $LAB_NETWORK"
+  fi
+  # The shared storage, with every checkpoint in it (the backup repository was on node2, removed with it).
+  if docker volume inspect "$LAB_VOLUME" >/dev/null 2>&1; then
+    [[ -n "$(docker volume inspect -f "{{ index .Labels \"$LABEL.volume\" }}" "$LAB_VOLUME")" ]] ||
+      die "volume $LAB_VOLUME was not made by the lab; left alone"
+    docker volume rm "$LAB_VOLUME" >/dev/null
+    echo "lab: removed volume $LAB_VOLUME (the shared storage)"
   fi
   # Logs, the lab's key pair, known_hosts, vault password and generated secrets: the next lab makes new ones.
   rm -rf "$LOG_DIR" "${LAB_SECRETS[@]}"
@@ -304,11 +362,12 @@ trust() {
 }
 
 case "${1:-}" in
+  image) check_image_name; exec lab/build-image.sh "$LAB_IMAGE-torch" ;;
   up) up ;;
   down) down ;;
   status) status ;;
   ping) ping ;;
   shell) shell "${2:-}" ;;
   trust) trust "${2:-}" ;;
-  *) die "usage: lab/lab.sh up|down|status|ping|shell NODE|trust NODE" ;;
+  *) die "usage: lab/lab.sh image|up|down|status|ping|shell NODE|trust NODE" ;;
 esac

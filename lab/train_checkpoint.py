@@ -1,27 +1,39 @@
 #!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A short distributed training loop that checkpoints the way real training code does, for the lab's
-checkpoint round trip (issue 32): CPU only, gloo, started by torchrun (Debian's python3-torch 1.13 on
-bookworm, newer on trixie).
+"""A short distributed training loop that checkpoints the way real training code does (LAB ONLY: the lab's
+checkpoint round trip, issue 32, and the example job `make lab` prints). CPU only, gloo; started by torchrun
+or by srun (one task a rank).
 
 Every --save-every steps it saves
-  DIR/dcp/step_NNNNNN/          torch.distributed.checkpoint: every rank's __R_0.distcp shards, then .metadata
-                                 (written by rank 0 last, by rename): the backup's `dcp` convention;
-  DIR/torch/model_step_NNNNNN.pt  torch.save by rank 0 into a .tmp file renamed into place: `torch_save`.
+  DIR/torch/model_step_NNNNNN.pt  torch.save by rank 0 into a .tmp file renamed into place: the backup's
+                                  `torch_save` convention;
+  DIR/dcp/step_NNNNNN/            torch.distributed.checkpoint: the ranks' *.distcp shards, then .metadata
+                                  (written last, by rename): the backup's `dcp` convention. Where the torch
+                                  cannot (Debian 12's python3-torch 1.13 on Python 3.11 fails to import it),
+                                  the first log line says so and only torch.save files are written.
 The data of each step is a function of the step alone, so a run resumed from the checkpoint of step N
 computes exactly the losses an uninterrupted run computed after step N.
 
-  torchrun --standalone --nproc_per_node=2 train_checkpoint.py --dir DIR --steps 20 --save-every 5 --log A.jsonl
+  torchrun --nproc_per_node=2 --redirects=1 --tee=1 train_checkpoint.py --dir DIR --steps 20 --save-every 5
+  srun --ntasks=2 python3 train_checkpoint.py --dir DIR ...   (rank = SLURM_PROCID; the rendezvous is on the
+                                                               step's first node unless MASTER_ADDR says)
       trains steps 1..20, saving at 5, 10, 15, 20
   ... --kill-at-save 15
-      dies in the save of step 15 after writing that torch.save file halfway (model_step_000015.pt.tmp) and the
-      DCP shards, before .metadata: two half-written checkpoints the backup must not take (exit status 86)
-  ... --resume-from RESTORED/.../dcp/step_000010 (or a restored model_step_000010.pt) --log B.jsonl
+      dies in the save of step 15 (exit status 86) after writing that torch.save file halfway
+      (model_step_000015.pt.tmp) and the DCP shards, before .metadata: half-written checkpoints the
+      backup must not take
+  ... --resume-from DIR/dcp/step_000010 (or DIR/torch/model_step_000010.pt) --log B.jsonl
       loads that checkpoint, logs {"resumed": 10, "loss": L} with the loss saved in it, trains steps 11..20
 
-Rank 0 appends one JSON line a step to --log: {"step": N, "loss": "<repr of the float>"} (the loss averaged
-over the ranks). The round trip passes when B's "resumed" loss is A's loss of step 10 and B's steps 11..20
-have A's losses, character for character.
+Rank 0 prints one JSON line a step, and appends it to --log: first {"torch": VERSION, "dcp": true|false,
+"launcher": "torchrun"|"srun", "world": N} ("dcp_unavailable": why, when false), then {"step": N, "loss":
+"<repr of the float>"} (the loss averaged over the ranks). The round trip passes when B's "resumed" loss is A's
+loss of step 10 and B's steps 11.. have A's losses, character for character.
+
+torchrun's own flags: Debian 12's torch 1.13 cannot parse the defaults of --redirects and --tee under Python
+3.11 (give both); Debian 13's torch 2.6 is built without libuv, and torchrun's rendezvous store asks for it
+whatever the environment says ("use_libuv was requested but PyTorch was build without libuv support"): start
+the ranks with srun there. This program asks for the store without libuv (USE_LIBUV=0 unless set).
 """
 from __future__ import absolute_import, division, print_function
 
@@ -29,25 +41,67 @@ import argparse
 import io
 import json
 import os
+import subprocess
+import sys
 
-import torch
-import torch.distributed as dist
+# The ranks' own store (init_process_group env://) honours this; libuv is only faster at thousands of ranks.
+os.environ.setdefault('USE_LIBUV', '0')
 
 try:
-    import torch.distributed.checkpoint as dcp
-except ImportError:  # torch 1.13 (Debian 12's python3-torch): the same API, before it moved
-    import torch.distributed._shard.checkpoint as dcp
+    import torch  # noqa: E402  pylint: disable=wrong-import-position
+    import torch.distributed as dist  # noqa: E402  pylint: disable=wrong-import-position
+except ImportError:  # the unit tests read launcher_env on a controller without torch; main() says so
+    torch = dist = None
+
+dcp = None
+DCP_UNAVAILABLE = 'no torch'
+if torch is not None:
+    try:
+        import torch.distributed.checkpoint as dcp
+        DCP_UNAVAILABLE = ''
+    except ImportError:
+        try:  # torch 1.13: the same API before it moved
+            import torch.distributed._shard.checkpoint as dcp
+            DCP_UNAVAILABLE = ''
+        except Exception as exc:  # pylint: disable=broad-except  (1.13 on Python 3.11: a dataclass ValueError)
+            DCP_UNAVAILABLE = 'torch %s cannot import torch.distributed.checkpoint: %s: %s' % (
+                torch.__version__, type(exc).__name__, str(exc)[:200])
 
 FEATURES = 8
 BATCH = 16
 KILLED = 86
 
 
-class KilledWriter(dcp.FileSystemWriter):
-    """A FileSystemWriter killed where a job killed mid-save dies: shards written, .metadata not."""
+def slurm_hostnames(nodelist):
+    """The host names of a Slurm node list (node[1-3]), as Slurm expands it."""
+    return subprocess.check_output(['scontrol', 'show', 'hostnames', nodelist]).decode().split()
 
-    def finish(self, *args, **kwargs):  # pylint: disable=unused-argument
-        os._exit(KILLED)
+
+def launcher_env(environ, hostnames=slurm_hostnames):
+    """(launcher, variables): RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for init_process_group are
+    torchrun's as they are, or made from srun's (SLURM_PROCID, SLURM_NTASKS; rank 0 runs on the step's first
+    node: 127.0.0.1 on one node; the port from the job id). ValueError when neither started this program."""
+    if 'RANK' in environ and 'WORLD_SIZE' in environ:
+        return 'torchrun', {}
+    if 'SLURM_PROCID' not in environ or 'SLURM_NTASKS' not in environ:
+        raise ValueError('start it with torchrun, or with srun (one task a rank)')
+    master = environ.get('MASTER_ADDR', '')
+    if not master and environ.get('SLURM_STEP_NUM_NODES', environ.get('SLURM_NNODES', '1')) == '1':
+        master = '127.0.0.1'
+    if not master:
+        master = hostnames(environ.get('SLURM_STEP_NODELIST') or environ['SLURM_JOB_NODELIST'])[0]
+    job = int(environ.get('SLURM_JOB_ID', '0') or 0)
+    return 'srun', {'RANK': environ['SLURM_PROCID'], 'WORLD_SIZE': environ['SLURM_NTASKS'],
+                    'LOCAL_RANK': environ.get('SLURM_LOCALID', '0'), 'MASTER_ADDR': master,
+                    'MASTER_PORT': environ.get('MASTER_PORT') or str(20000 + job % 10000)}
+
+
+if dcp is not None:
+    class KilledWriter(dcp.FileSystemWriter):
+        """A FileSystemWriter killed where a job killed mid-save dies: shards written, .metadata not."""
+
+        def finish(self, *args, **kwargs):  # pylint: disable=unused-argument
+            os._exit(KILLED)
 
 
 def batch(step, rank):
@@ -65,8 +119,8 @@ def state_dict(model, step, loss):
     return state
 
 
-def save_dcp(path, state, writer_class=dcp.FileSystemWriter):
-    writer = writer_class(path)
+def save_dcp(path, state, killed=False):
+    writer = (KilledWriter if killed else dcp.FileSystemWriter)(path)
     if hasattr(dcp, 'save'):
         dcp.save(state, storage_writer=writer)
     else:
@@ -82,7 +136,7 @@ def load_dcp(path, state):
 
 
 def save_torch(path, state, half=False):
-    """torch.save into PATH.tmp, renamed into place; HALF: die after writing half of it (a killed save)."""
+    """torch.save into PATH.tmp, renamed into place; HALF: stop after writing half of it (a killed save)."""
     buffer = io.BytesIO()
     torch.save(state, buffer)
     data = buffer.getvalue()
@@ -111,9 +165,24 @@ def main():
     parser.add_argument('--resume-from', default='')
     parser.add_argument('--log', default='')
     args = parser.parse_args()
-
+    if torch is None:
+        sys.exit('train_checkpoint.py: no torch for %s (python3-torch, or a site\'s own)' % sys.executable)
+    if args.resume_from and os.path.isdir(args.resume_from) and dcp is None:
+        sys.exit('train_checkpoint.py: cannot resume from a torch.distributed.checkpoint directory: '
+                 + DCP_UNAVAILABLE)
+    try:
+        launcher, env = launcher_env(os.environ)
+    except ValueError as exc:
+        sys.exit('train_checkpoint.py: %s' % exc)
+    os.environ.update(env)
     dist.init_process_group('gloo')
     rank = dist.get_rank()
+    if rank == 0:
+        about = {'torch': torch.__version__, 'dcp': dcp is not None, 'launcher': launcher,
+                 'world': dist.get_world_size()}
+        if DCP_UNAVAILABLE:
+            about['dcp_unavailable'] = DCP_UNAVAILABLE
+        log_line(args.log, about)
     torch.manual_seed(0)
     model = torch.nn.Linear(FEATURES, 1, dtype=torch.float64)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -131,7 +200,7 @@ def main():
         first = step + 1
         if rank == 0:
             log_line(args.log, {'resumed': step, 'loss': repr(loss)})
-    for directory in ('dcp', 'torch'):
+    for directory in ('dcp', 'torch') if dcp is not None else ('torch',):
         os.makedirs(os.path.join(args.dir, directory), exist_ok=True)
 
     for step in range(first, args.steps + 1):
@@ -152,9 +221,14 @@ def main():
         killed = step == args.kill_at_save
         if rank == 0:
             save_torch(os.path.join(args.dir, 'torch', 'model_%s.pt' % name), state, half=killed)
-            os.makedirs(os.path.join(args.dir, 'dcp', name), exist_ok=True)
+            if dcp is not None:
+                os.makedirs(os.path.join(args.dir, 'dcp', name), exist_ok=True)
         dist.barrier()
-        save_dcp(os.path.join(args.dir, 'dcp', name), state, KilledWriter if killed else dcp.FileSystemWriter)
+        if dcp is None:
+            if killed:
+                os._exit(KILLED)
+            continue
+        save_dcp(os.path.join(args.dir, 'dcp', name), state, killed)
         dist.barrier()
     dist.destroy_process_group()
 
