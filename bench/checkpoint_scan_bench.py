@@ -11,8 +11,7 @@ cache for this tree as far as the kernel allows without root (the figure that co
 the second warm. Wall and CPU time, peak RSS and the decisions are printed.
 
 The other goal, "a backup over 1,000 unchanged checkpoints reads no checkpoint file again", is restic's to
-show: run the backup twice in the lab and read the second run's summary (the journal's "backup ok: ...
-(files new 0, changed 0, unmodified N; ...)" line, or gpucluster_checkpoint_backup_files{kind="unmodified"}).
+show: bench/checkpoint_backup_bench.py runs the backup twice over them and prints restic's own figures.
 
   python bench/checkpoint_scan_bench.py [--checkpoints 10000] [--users 50] [--files 4]
 """

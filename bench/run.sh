@@ -8,7 +8,7 @@
 #        per node: controller CPU, task results and module runs on the node (bench/callback_plugins);
 #        then the 15 most expensive tasks of the full-path re-run
 #        (ansible.posix.profile_tasks: a task's time summed over all nodes' results).
-#   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale, ...)
+#   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale, the checkpoint scan and backup, ...)
 # BENCH_LAB=0 skips the lab part (it removes and rebuilds the lab). Logs: .bench/<nodes>-nodes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -127,11 +127,12 @@ bench_lab() {
 
 if [[ "${BENCH_LAB:-1}" == 1 ]]; then
   for n in $BENCH_SIZES; do
-    if ! [[ "$n" =~ ^[0-9]+$ ]] || (( n < 1 || n > 16 )); then
-      die "BENCH_SIZES=\"$BENCH_SIZES\" is not accepted: lab sizes from 1 to 16, e.g. \"3 6\""
+    if ! [[ "$n" =~ ^[0-9]+$ ]] || (( n < 2 || n > 16 )); then
+      die "BENCH_SIZES=\"$BENCH_SIZES\" is not accepted: lab sizes from 2 to 16 (lab/lab.sh), e.g. \"3 6\""
     fi
   done
-  lab/build-image.sh "${LAB_IMAGE:-debian12}" >/dev/null
+  # The lab's nodes' image (LAB_IMAGE with PyTorch), as make lab builds it.
+  lab/lab.sh image >/dev/null
   rm -rf "$out"
   for n in $BENCH_SIZES; do bench_lab "$n"; done
   read -r -a sizes <<<"$BENCH_SIZES"
