@@ -96,8 +96,9 @@ options:
 seealso:
   - module: gpucluster.core.file_set
 notes:
-  - The record is written only by a run without C(--tags) or C(--skip-tags) (the action plugin says so in
-    RV(recordable)): a run that applied part of a role must not stand for a full one.
+  - The record is written only by a run without C(--tags) and without a C(--skip-tags) naming a tag of the
+    role (the action plugin says so in RV(recordable)): a run that applied part of a role must not stand for a
+    full one.
 '''
 
 EXAMPLES = r'''
@@ -136,7 +137,7 @@ fingerprint:
   type: dict
 recordable:
   description: Whether this run may record the state once the full path has finished (not in check mode, no
-    C(--tags) or C(--skip-tags), and the fingerprint could be computed).
+    C(--tags), no C(--skip-tags) naming a tag of the role, and the fingerprint could be computed).
   returned: with O(state=check)
   type: bool
 outputs:
