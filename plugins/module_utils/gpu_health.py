@@ -204,6 +204,32 @@ def check_ecc(dev, th):
         issues.append(make_issue(gpu, 'ecc_correctable', 'warning',
                                  '%s: %s correctable DRAM ECC errors (limit %s)'
                                  % (_label(dev), ecc['aggregate_dram_correctable'], th['dram_correctable_max'])))
+    issues.extend(_check_mig_ecc(dev, ecc))
+    return issues
+
+
+def _mig_label(mig):
+    return 'MIG device %s (GPU instance %s, compute instance %s)' % (
+        clip(mig.get('index')), clip(mig.get('gpu_instance_id')), clip(mig.get('compute_instance_id')))
+
+
+def _check_mig_ecc(dev, ecc):
+    """Uncorrectable ECC errors a MIG device reports (in MIG mode the driver counts them per MIG device).
+
+    Reported where the GPU's own counter does not already report them (same check, same severity).
+    """
+    issues = []
+    gpu = dev.get('index')
+    for mig in dev.get('mig_devices') or []:
+        counts = mig.get('ecc_errors') or {}
+        if _gt(counts.get('volatile_dbe'), 0) and not _gt(ecc.get('volatile_dbe'), 0):
+            issues.append(make_issue(gpu, 'ecc_uncorrectable', 'critical',
+                                     '%s: %s: %s uncorrectable ECC error(s) since the last driver load; reset the GPU'
+                                     % (_label(dev), _mig_label(mig), counts['volatile_dbe'])))
+        if _gt(counts.get('aggregate_sram_uncorrectable'), 0) and not _gt(ecc.get('aggregate_sram_uncorrectable'), 0):
+            issues.append(make_issue(gpu, 'ecc_sram_uncorrectable', 'critical',
+                                     '%s: %s: %s uncorrectable SRAM ECC error(s) recorded over its lifetime; '
+                                     'RMA candidate' % (_label(dev), _mig_label(mig), counts['aggregate_sram_uncorrectable'])))
     return issues
 
 
