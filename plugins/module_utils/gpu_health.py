@@ -155,6 +155,12 @@ def merge_thresholds(overrides=None):
 # Characters of an issue message kept (every value it quotes is already shortened with clip()).
 MESSAGE_MAX = 2000
 
+# Upper bounds of the run settings (gpu_facts options, the health program's config and command line): a
+# larger value is a typo, and would overflow a timer or coreutils timeout. The Xid window goes up to 100
+# years (the corpus runs read recordings of any age).
+SETTING_LIMITS = {'expected_count': 4096, 'xid_window_minutes': 100 * 366 * 1440, 'timeout': 86400,
+                  'run_timeout': 86400}
+
 
 def make_issue(gpu, check, severity, message):
     return {'gpu': gpu, 'check': check, 'severity': severity, 'message': clip(message, MESSAGE_MAX)}

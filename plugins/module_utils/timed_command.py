@@ -49,8 +49,10 @@ def run_bounded(argv, timeout, env=None, max_bytes=OUTPUT_MAX_BYTES, drain=DRAIN
     ``on_start(proc)`` is called once the process runs (the health program records the running command).
     Leaving by an exception (the health program's run timeout) kills the command's process group.
     """
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, start_new_session=True, close_fds=True)
+    # Not AnsibleModule.run_command: it reads until the end of the output (a leftover child holding it open
+    # made a finished command "hung") and keeps all of it in memory; the node health program has no module.
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                            stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
     if on_start is not None:
         on_start(proc)
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()

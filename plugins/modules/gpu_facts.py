@@ -47,7 +47,8 @@ options:
     type: path
   expected_count:
     description:
-      - Number of GPUs this host must have. Fewer is critical, more is a warning. Unset or 0 skips the check.
+      - Number of GPUs this host must have (at most 4096). Fewer distinct GPUs is critical, more is a warning.
+        Unset or 0 skips the check.
     type: int
   thresholds:
     description:
@@ -94,7 +95,7 @@ options:
         type: list
         elements: int
   xid_window_minutes:
-    description: Kernel log window for Xid/SXid events, in minutes.
+    description: Kernel log window for Xid/SXid events, in minutes (1 to 52704000, 100 years).
     type: int
     default: 120
   kernel_log_path:
@@ -114,7 +115,7 @@ options:
     default: /sys
   timeout:
     description:
-      - Seconds nvidia-smi may take before it counts as not answering (critical); the command and
+      - Seconds nvidia-smi may take before it counts as not answering (critical), 1 to 86400; the command and
         everything it started are then killed (coreutils C(timeout), TERM then KILL 5 seconds later).
       - The command's own exit is what counts; a process it left behind holding its output open is killed
         2 seconds after it exited and never makes it count as hung. Output beyond 16 MiB is not kept (nvidia-smi
@@ -264,7 +265,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_health import (
-    ThresholdError, build_facts, merge_thresholds, threshold_argument_spec)
+    SETTING_LIMITS, ThresholdError, build_facts, merge_thresholds, threshold_argument_spec)
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import collect
 from ansible_collections.gpucluster.core.plugins.module_utils.timed_command import run_timed
 
@@ -296,12 +297,12 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params['expected_count'] is not None and params['expected_count'] < 0:
-        module.fail_json(msg='expected_count must be >= 0, got %s' % params['expected_count'])
-    if params['xid_window_minutes'] < 1:
-        module.fail_json(msg='xid_window_minutes must be >= 1, got %s' % params['xid_window_minutes'])
-    if params['timeout'] < 1:
-        module.fail_json(msg='timeout must be >= 1, got %s' % params['timeout'])
+    if params['expected_count'] is not None and not 0 <= params['expected_count'] <= SETTING_LIMITS['expected_count']:
+        module.fail_json(msg='expected_count must be >= 0 and <= %d, got %s'
+                         % (SETTING_LIMITS['expected_count'], params['expected_count']))
+    for name in ('xid_window_minutes', 'timeout'):
+        if not 1 <= params[name] <= SETTING_LIMITS[name]:
+            module.fail_json(msg='%s must be >= 1 and <= %d, got %s' % (name, SETTING_LIMITS[name], params[name]))
     try:
         thresholds = merge_thresholds(params['thresholds'])
     except ThresholdError as exc:

@@ -47,9 +47,6 @@ KILL_WAIT = 1
 CONFIG_MAX_BYTES = 1024 * 1024
 # Nesting of the configuration checked for numbers (the role writes 3 levels).
 CONFIG_MAX_DEPTH = 32
-# Upper bounds of the whole-number settings (config and command line); a larger value is a typo.
-# xid_window_minutes: up to 100 years (the corpus runs read recordings of any age with a wide window).
-NUMBER_LIMITS = {'expected_count': 4096, 'xid_window_minutes': 100 * 366 * 1440, 'timeout': 86400, 'run_timeout': 86400}
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
 from . import (atomic_file, gpu_bounds, gpu_fabric, gpu_health, gpu_probe, gpu_prom, rdma_health, rdma_sysfs,
@@ -133,15 +130,15 @@ def load_config(path, explicit):
     # Keys starting with "_" are comments (JSON has none; the role writes "_managed" there).
     unknown = sorted(clip(k, 60) for k in data if not k.startswith('_') and k not in CONFIG_KEYS)
     if unknown:
-        raise ConfigError('config %s: unknown key(s) %s; known: %s' % (where, clip(', '.join(unknown)),
-                                                                      ', '.join(CONFIG_KEYS)))
+        raise ConfigError('config %s: unknown key(s) %s; known: %s'
+                          % (where, clip(', '.join(unknown)), ', '.join(CONFIG_KEYS)))
     config = dict((k, v) for k, v in data.items() if not k.startswith('_'))
     for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = config.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or not 0 <= value <= NUMBER_LIMITS[key]):
+                                  or not 0 <= value <= gpu_health.SETTING_LIMITS[key]):
             raise ConfigError('config %s: %s must be a whole number >= 0 and <= %d, got %s'
-                              % (where, key, NUMBER_LIMITS[key], quote(value)))
+                              % (where, key, gpu_health.SETTING_LIMITS[key], quote(value)))
     for key in ('nvidia_smi_path', 'kernel_log_path', 'sysfs_root'):
         value = config.get(key)
         if value is not None and (not isinstance(value, str) or '\x00' in value):
@@ -164,8 +161,8 @@ def _rdma_config(path, rdma):
                           % (path, ', '.join(RDMA_KEYS), quote(rdma)))
     unknown = sorted(clip(str(k), 60) for k in rdma if k not in RDMA_KEYS)
     if unknown:
-        raise ConfigError('config %s: rdma: unknown key(s) %s; known: %s' % (path, clip(', '.join(unknown)),
-                                                                            ', '.join(RDMA_KEYS)))
+        raise ConfigError('config %s: rdma: unknown key(s) %s; known: %s'
+                          % (path, clip(', '.join(unknown)), ', '.join(RDMA_KEYS)))
     if not isinstance(rdma.get('expect_present', False), bool):
         raise ConfigError('config %s: rdma.expect_present must be true or false, got %s'
                           % (path, quote(rdma['expect_present'])))
@@ -317,9 +314,9 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = getattr(args, key)
-        if value is not None and not 0 <= value <= NUMBER_LIMITS[key]:
+        if value is not None and not 0 <= value <= gpu_health.SETTING_LIMITS[key]:
             raise UsageError('bad command line: --%s must be >= 0 and <= %d, got %d'
-                             % (key.replace('_', '-'), NUMBER_LIMITS[key], value))
+                             % (key.replace('_', '-'), gpu_health.SETTING_LIMITS[key], value))
     return args
 
 

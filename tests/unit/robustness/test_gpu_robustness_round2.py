@@ -128,8 +128,8 @@ USER_STRINGS = _record('driver-fields', [
      ('critical', [('gpu_error_state', 'critical')]), 'critical'),
     ('driver-field-uuid-gpu-is-lost', lambda x: _field(x, 'uuid', '[GPU is lost]'),
      ('critical', [('gpu_error_state', 'critical')]), 'critical'),
-    ('driver-field-deeply-nested', lambda x: x.replace('<pci>', '<pci>' + '<board>' * 5000 + 'GPU is lost'
-                                                         + '</board>' * 5000, 1),
+    ('driver-field-deeply-nested',
+     lambda x: x.replace('<pci>', '<pci>' + '<board>' * 5000 + 'GPU is lost' + '</board>' * 5000, 1),
      ('critical', [('gpu_error_state', 'critical')]), 'critical'),
 ])
 
@@ -387,6 +387,12 @@ MODULE_CASES = _record('gpu_facts', [
     ('module-pcie-gen-load-200', {'thresholds': {'pcie_gen_load_pct': 200}},
      ('fail', 'thresholds: threshold pcie_gen_load_pct=200; accepted: a number >= 0 and <= 100, without a '
               'fraction'), 'refused'),
+    ('module-timeout-10-to-the-20', {'timeout': 10 ** 20},
+     ('fail', 'timeout must be >= 1 and <= 86400, got 100000000000000000000'), 'refused'),
+    ('module-xid-window-beyond-100-years', {'xid_window_minutes': 10 ** 12},
+     ('fail', 'xid_window_minutes must be >= 1 and <= 52704000, got 1000000000000'), 'refused'),
+    ('module-expected-count-huge', {'expected_count': 10 ** 6},
+     ('fail', 'expected_count must be >= 0 and <= 4096, got 1000000'), 'refused'),
     # Ansible's own list option reads "79" as [79] (a comma-separated string): one code, never [7, 9].
     ('module-xid-ignore-string', {'thresholds': {'xid_ignore': '79'}}, ('exit', 'ok'), 'ok'),
     ('module-kernel-log-fifo', {'kernel_log_path': 'FIFO'}, ('exit', 'ok'), 'no hang'),

@@ -42,8 +42,8 @@ def test_read_regular(tmp_path):
 
 
 @pytest.mark.parametrize('make, kind', [
-    (lambda p: os.mkfifo(p), 'a FIFO'),
-    (lambda p: os.mkdir(p), 'a directory'),
+    (os.mkfifo, 'a FIFO'),
+    (os.mkdir, 'a directory'),
 ])
 def test_special_files_are_refused_without_blocking(tmp_path, make, kind):
     path = str(tmp_path / 'special')
