@@ -2,9 +2,11 @@
 # Benchmarks. Prints figures; asserts nothing (the goals are benchmarks, not timed tests).
 #   lab: for each lab size in BENCH_SIZES (default "3 6"): remove the lab, then time the first
 #        converge of a fresh lab (lab/lab.sh up: containers, bootstrap, GPU stand-in, site.yml),
-#        the idempotent re-run of site.yml and a --check --diff run, each with its ratio to the
-#        first converge and the CPU seconds the controller and the nodes spent on it, and list the
-#        15 most expensive tasks of the re-run
+#        the idempotent re-run of site.yml with the fast path (docs/performance.md), the same re-run
+#        with gpucluster_fast_path=false (every role's full path) and a --check --diff run, each with
+#        its ratio to the first converge, the CPU seconds the controller and the nodes spent on it, and
+#        per node: controller CPU, task results and module runs on the node (bench/callback_plugins);
+#        then the 15 most expensive tasks of the full-path re-run
 #        (ansible.posix.profile_tasks: a task's time summed over all nodes' results).
 #   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale, ...)
 # BENCH_LAB=0 skips the lab part (it removes and rebuilds the lab). Logs: .bench/<nodes>-nodes/.
@@ -14,6 +16,8 @@ BENCH_SIZES=${BENCH_SIZES:-3 6}
 TOP=15
 inv=inventories/lab
 out=.bench
+# The lab's vault password (the roles' generated secrets are encrypted in the lab inventory's store), as lab/lab.sh sets it.
+export ANSIBLE_VAULT_PASSWORD_FILE=$PWD/lab/vault-password.sh
 
 die() { echo "bench: $*" >&2; exit 1; }
 
@@ -70,6 +74,21 @@ timed() {  # key, label, log, command...; returns the command's exit status
       "$(awk -v a="$n0" -v b="$n1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')" \
       "$(awk -v a="$n0" -v b="$n1" -v n="$nodes" 'BEGIN { printf "%.1f", (b - a) / 1e9 / n }')"
   fi
+  if [[ -s $log.counts ]]; then
+    python3 - "$log.counts" "$cpu" "$nodes" <<'PY'
+import json, sys
+counts = json.load(open(sys.argv[1]))
+nodes = [h for h in counts if h != 'localhost'] or list(counts)
+n = max(int(sys.argv[3]), 1)
+results = sum(counts[h]['results'] for h in nodes) / float(len(nodes))
+runs = sum(counts[h]['module_runs'] for h in nodes) / float(len(nodes))
+try:
+    cpu = '%.1f s' % (float(sys.argv[2]) / n)
+except ValueError:
+    cpu = '?'
+print('  %-32s controller CPU %s, %.0f task results, %.0f module runs on the node' % ('  per node', cpu, results, runs))
+PY
+  fi
   (( rc == 0 )) || failed+=("$nodes nodes: $label (exit $rc, $log)")
   return "$rc"
 }
@@ -93,12 +112,17 @@ bench_lab() {
     echo "  $nodes nodes: the first converge failed; no re-run or check run timed"
     return 0
   fi
-  timed "$nodes:rerun" "re-run of site.yml" "$dir/rerun.log" \
-    env ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=$TOP \
-    ansible-playbook -i "$inv" site.yml || true
-  timed "$nodes:check" "site.yml --check --diff" "$dir/check.log" ansible-playbook -i "$inv" site.yml --check --diff || true
-  echo "  the $TOP most expensive tasks of the re-run (all nodes together):"
-  top_tasks "$dir/rerun.log"
+  # The counting callback (bench/callback_plugins) writes its figures beside each log.
+  local plugins=ANSIBLE_CALLBACK_PLUGINS=$PWD/bench/callback_plugins
+  timed "$nodes:rerun" "re-run, fast path" "$dir/rerun.log" env "$plugins" GPUCLUSTER_BENCH_COUNTS="$dir/rerun.log.counts" \
+    ANSIBLE_CALLBACKS_ENABLED=gpucluster_bench_counts ansible-playbook -i "$inv" site.yml || true
+  timed "$nodes:full" "re-run, fast path off" "$dir/full.log" env "$plugins" GPUCLUSTER_BENCH_COUNTS="$dir/full.log.counts" \
+    ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks,gpucluster_bench_counts PROFILE_TASKS_TASK_OUTPUT_LIMIT=$TOP \
+    ansible-playbook -i "$inv" site.yml -e gpucluster_fast_path=false || true
+  timed "$nodes:check" "--check --diff, fast path" "$dir/check.log" env "$plugins" GPUCLUSTER_BENCH_COUNTS="$dir/check.log.counts" \
+    ANSIBLE_CALLBACKS_ENABLED=gpucluster_bench_counts ansible-playbook -i "$inv" site.yml --check --diff || true
+  echo "  the $TOP most expensive tasks of the full-path re-run (all nodes together):"
+  top_tasks "$dir/full.log"
 }
 
 if [[ "${BENCH_LAB:-1}" == 1 ]]; then

@@ -1,16 +1,17 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the acceptance playbook (playbooks/validate.yml): thin wrappers over
-module_utils/fabric_matrix.py (schedule and verdict of the pair matrix) and
-plugin_utils/validate_report.py (tool output parsers, report and metrics renderers).
+module_utils/fabric_matrix.py (schedule, floors, identities, MTU plan, port ownership and the verdict
+of the pair matrix), module_utils/perftest.py and module_utils/nccl_tests.py (tool output and their
+verdicts) and plugin_utils/validate_report.py (report and metrics renderers).
 
-Bad input raises an error naming the argument and what is accepted.
+Bad input raises an error naming the filter, the argument and what is accepted.
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from collections import Counter
 
-from ansible_collections.gpucluster.core.plugins.module_utils import fabric_matrix
+from ansible_collections.gpucluster.core.plugins.module_utils import fabric_matrix, nccl_tests, perftest
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 try:
@@ -23,8 +24,14 @@ except ImportError:  # pragma: no cover - only without ansible-core installed
 def _guard(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)
-    except (fabric_matrix.MatrixInputError, validate_report.ReportInputError) as exc:
+    except (fabric_matrix.MatrixInputError, validate_report.ReportInputError, nccl_tests.NcclInputError,
+            perftest.PerftestInputError) as exc:
         raise AnsibleFilterError('%s: %s' % (function.__name__, exc))
+
+
+def _optional(value):
+    """An inventory value that may be left empty: '' and None mean "not set"."""
+    return None if value in ('', None) else value
 
 
 def fabric_rounds(nodes):
@@ -34,9 +41,58 @@ def fabric_rounds(nodes):
 
 def fabric_judge(measurements, nodes, fraction=0.8, floor_gbps=None):
     """The verdict of fabric_matrix.judge; ``floor_gbps`` empty or none means no absolute floor."""
-    if floor_gbps in ('', None):
-        floor_gbps = None
-    return _guard(fabric_matrix.judge, nodes, measurements, fraction=fraction, floor_gbps=floor_gbps)
+    return _guard(fabric_matrix.judge, nodes, measurements, fraction=fraction, floor_gbps=_optional(floor_gbps))
+
+
+def fabric_port_floor(rate_gbps, efficiency=fabric_matrix.DEFAULT_RDMA_EFFICIENCY, expected_rate_gbps=None,
+                      bidirectional=False):
+    """fabric_matrix.port_floor_gbps: the ib_write_bw floor (Gb/s) of a port from its rate."""
+    return _guard(fabric_matrix.port_floor_gbps, rate_gbps, efficiency, _optional(expected_rate_gbps),
+                  bool(bidirectional))
+
+
+def fabric_rail_floor(port_rates, efficiency=fabric_matrix.DEFAULT_RDMA_EFFICIENCY, expected_rate_gbps=None,
+                      bidirectional=False):
+    """fabric_matrix.rail_floor: ``{line_rate_gbps, floor_gbps, slow_ports, unknown}`` of one rail
+    from ``{node: rate_gbps}``."""
+    return _guard(fabric_matrix.rail_floor, port_rates, efficiency, _optional(expected_rate_gbps), bool(bidirectional))
+
+
+def fabric_rails(rdma_facts, hcas=None):
+    """fabric_matrix.nccl_rails: ``{rails, problems}`` of one node; ``hcas`` empty means the HCAs that
+    share a PCIe switch with a GPU."""
+    return _guard(fabric_matrix.nccl_rails, rdma_facts, _optional(hcas) or None)
+
+
+def fabric_check_rails(rails_by_host):
+    """fabric_matrix.check_rails: messages for rails that differ across nodes (empty: they match)."""
+    return _guard(fabric_matrix.check_rails, rails_by_host)
+
+
+def fabric_duplicate_hosts(identities):
+    """fabric_matrix.duplicate_hosts: ``[{hosts, by, value, message}]``, empty when every inventory
+    name is its own machine."""
+    return _guard(fabric_matrix.duplicate_hosts, identities)
+
+
+def fabric_mtu_plan(host_facts, addresses):
+    """fabric_matrix.mtu_plan: per host the interface, MTU and ping payload of its measured address."""
+    return _guard(fabric_matrix.mtu_plan, host_facts, addresses)
+
+
+def fabric_server_owner(ss_output, port, pid):
+    """fabric_matrix.server_owner: ``{ours, cause, reason}`` from ``ss -Hltnp`` output."""
+    try:
+        port, pid = int(port), int(pid)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError('fabric_server_owner: port and pid must be whole numbers, got %r and %r'
+                                 % (port, pid))
+    return _guard(fabric_matrix.server_owner, ss_output, port, pid)
+
+
+def fabric_plan_estimate(node_count, seconds_per_pair=10, rails=1, rails_in_parallel=True):
+    """fabric_matrix.plan_estimate: pairs, rounds and time of the schedule."""
+    return _guard(fabric_matrix.plan_estimate, node_count, seconds_per_pair, rails, bool(rails_in_parallel))
 
 
 def fabric_retest_plan(verdict):
@@ -87,11 +143,39 @@ def iperf3_gbps(output):
 
 
 def perftest_gbps(output):
+    """One direction of a pair: ``{gbps, error, cause, bytes, bidirectional, units}``."""
     return validate_report.perftest_gbps(output)
 
 
+def perftest_cuda_support(help_text):
+    """``{cuda, cuda_bus_id, dmabuf}`` from ``ib_write_bw --help``: whether perftest was built with CUDA."""
+    return _guard(perftest.cuda_support, help_text)
+
+
 def nccl_busbw(output):
+    """``{gbytes, size, avg_gbytes, error, hosts, ranks, wrong}``: the largest size's bus bandwidth."""
     return validate_report.nccl_busbw(output)
+
+
+def nccl_transport(output):
+    """What NCCL_DEBUG=INFO says about the paths NCCL took (nccl_tests.transport)."""
+    return _guard(nccl_tests.transport, output)
+
+
+def nccl_node_verdict(output, floor_gbytes=None, expected_gpus=None):
+    """``{ok, gbytes, floor_gbytes, message}`` of one node's all_reduce_perf against the SKU floor."""
+    return _guard(nccl_tests.judge_node, output, _optional(floor_gbytes), _optional(expected_gpus))
+
+
+def nccl_fleet_verdict(output, floor_gbytes=None, expect_net='ib', expect_gdr=False, expected_hosts=None):
+    """``{ok, gbytes, floor_gbytes, message, transport, reasons}`` of the all_reduce_perf across nodes."""
+    return _guard(nccl_tests.judge_fleet, output, _optional(floor_gbytes), expect_net, bool(expect_gdr),
+                  _optional(expected_hosts))
+
+
+def nccl_fleet_floor(rails, rate_gbps, efficiency=nccl_tests.DEFAULT_FLEET_EFFICIENCY):
+    """GB/s an all-reduce across nodes must reach: rails x rate / 8 x efficiency."""
+    return _guard(nccl_tests.fleet_floor_gbytes, rails, rate_gbps, efficiency)
 
 
 def validate_report_json(report):
@@ -124,9 +208,22 @@ class FilterModule(object):
             'fabric_apply_retest': fabric_apply_retest,
             'fabric_most_common': fabric_most_common,
             'fabric_ping_measurement': fabric_ping_measurement,
+            'fabric_port_floor': fabric_port_floor,
+            'fabric_rail_floor': fabric_rail_floor,
+            'fabric_rails': fabric_rails,
+            'fabric_check_rails': fabric_check_rails,
+            'fabric_duplicate_hosts': fabric_duplicate_hosts,
+            'fabric_mtu_plan': fabric_mtu_plan,
+            'fabric_server_owner': fabric_server_owner,
+            'fabric_plan_estimate': fabric_plan_estimate,
             'iperf3_gbps': iperf3_gbps,
             'perftest_gbps': perftest_gbps,
+            'perftest_cuda_support': perftest_cuda_support,
             'nccl_busbw': nccl_busbw,
+            'nccl_transport': nccl_transport,
+            'nccl_node_verdict': nccl_node_verdict,
+            'nccl_fleet_verdict': nccl_fleet_verdict,
+            'nccl_fleet_floor': nccl_fleet_floor,
             'validate_report_json': validate_report_json,
             'validate_report_junit': validate_report_junit,
             'validate_report_markdown': validate_report_markdown,

@@ -17,13 +17,42 @@ cluster or IPoIB network, ``ib_write_bw`` on RDMA) and hands the figures here. P
 - :func:`retest_plan` and :func:`apply_retest`: each suspect is measured again against a node
   that passed (and a bad link once more end to end) before anything is blamed; a suspect whose
   retest is fine is reported as not reproduced, not failed.
+
+A verdict blames nodes only when the measurement can stand up (``fleet_verdict``, FLEET_VERDICTS):
+when no pair could be measured (a blocked port, a missing tool), every figure is 0, every pair is
+below the absolute floor (a uniformly slow fabric: HDR links on an NDR fabric, PFC off everywhere),
+or more than half the nodes would be bad nodes (the fleet reference is then the bad figure: "no fleet
+reference: the measurement is suspect"), the run fails with that reason and **no node or link is
+blamed**, so nothing is drained. A pair whose measuring server was not ours (``cause: port_taken``:
+another process held the port) fails as "port taken" and counts against no node.
+
+Also here, as pure functions over facts the playbook gathers: the NCCL rails of a node and whether
+they match across nodes (:func:`nccl_rails`, :func:`check_rails`), absolute floors from each port's rate
+(:func:`port_floor_gbps`, :func:`rail_floor`), one machine under two inventory names
+(:func:`duplicate_hosts`), the MTU of the interface that carries a measured address
+(:func:`address_interface`, :func:`mtu_plan`), whether the process listening on a port is the
+server we started (:func:`server_owner`), and the size of the schedule (:func:`plan_estimate`).
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import ipaddress
 import math
+import re
 
-PAIR_STATUSES = ('ok', 'low', 'below_floor', 'failed')
+PAIR_STATUSES = ('ok', 'low', 'below_floor', 'failed', 'port_taken')
+# ok: nothing low; blamed: bad nodes or bad links named; incomplete: no blame, but some pairs could not
+# be measured (port taken); the others withhold all blame (see the module docstring).
+FLEET_VERDICTS = ('ok', 'blamed', 'incomplete', 'no_measurement', 'all_zero', 'all_below_floor', 'no_reference')
+WITHHELD = ('no_measurement', 'all_zero', 'all_below_floor', 'no_reference')
+CAUSES = ('port_taken', 'unreachable')
+# Share of a port's line rate one ib_write_bw pair must reach. NVIDIA's own multi-node acceptance
+# (Mellanox/ngc_multinode_perf, ngc_rdma_test.sh) passes perftest write/read/send at "90% of the port
+# link speed"; a healthy HDR port measures 196.5 of 200 Gb/s with ib_write_bw (0.98, shared fixtures
+# 06_infiniband/aksrdma__*), and a port at half its rate (trained at HDR on an NDR fabric, x2 width,
+# an NDR card in a PCIe Gen4 x8 slot) falls far below.
+DEFAULT_RDMA_EFFICIENCY = 0.9
+MAX_QUOTE = 200
 
 
 class MatrixInputError(ValueError):
@@ -39,9 +68,14 @@ def _check_nodes(nodes):
     return list(nodes)
 
 
+def _quote(value, limit=MAX_QUOTE):
+    text = ' '.join(str(value).split())
+    return text if len(text) <= limit else text[:limit] + '...'
+
+
 def _number(value, name, low, high, low_inclusive):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise MatrixInputError('%s must be a number, got %r' % (name, value))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise MatrixInputError('%s must be a finite number, got %r' % (name, value))
     if value > high or value < low or (value == low and not low_inclusive):
         raise MatrixInputError('%s must be %s %s and at most %s, got %r' % (
             name, 'at least' if low_inclusive else 'above', low, high, value))
@@ -85,26 +119,34 @@ def schedule(pairs):
 
 
 def _directional(measurements, nodes):
-    """{(src, dst): (gbps or None, error or None)} from a list of measurement dicts."""
+    """{(src, dst): (gbps or None, error or None, cause or None)} from a list of measurement dicts
+    ``{src, dst, gbps, error, cause}`` (``cause``: None or one of CAUSES)."""
     known = set(nodes)
     result = {}
     if not isinstance(measurements, (list, tuple)):
         raise MatrixInputError('measurements must be a list of {src, dst, gbps, error} records')
     for item in measurements:
-        if not isinstance(item, dict) or item.get('src') not in known or item.get('dst') not in known \
-                or item.get('src') == item.get('dst'):
-            raise MatrixInputError('measurement %r must name two different nodes of the matrix as src '
-                                   'and dst' % (item,))
+        if not isinstance(item, dict) or not isinstance(item.get('src'), str) or not isinstance(item.get('dst'), str) \
+                or item['src'] not in known or item['dst'] not in known or item['src'] == item['dst']:
+            raise MatrixInputError('measurement %s must name two different nodes of the matrix as src '
+                                   'and dst' % _quote(repr(item)))
         gbps = item.get('gbps')
         error = item.get('error')
+        cause = item.get('cause')
+        if cause is not None and cause not in CAUSES:
+            raise MatrixInputError('measurement %s -> %s: cause must be empty or one of %s, got %s'
+                                   % (item['src'], item['dst'], ', '.join(CAUSES), _quote(repr(cause))))
         if gbps is not None:
-            if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or math.isnan(gbps) or gbps < 0:
-                raise MatrixInputError('measurement %s -> %s: gbps must be a number of at least 0, got %r'
-                                       % (item['src'], item['dst'], gbps))
+            if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not math.isfinite(gbps) or gbps < 0:
+                raise MatrixInputError('measurement %s -> %s: gbps must be a finite number of at least 0, got %s'
+                                       % (item['src'], item['dst'], _quote(repr(gbps))))
             gbps = float(gbps)
+        if error is not None and not isinstance(error, str):
+            error = _quote(repr(error))
         if gbps is None and not error:
             error = 'no figure'
-        result[(item['src'], item['dst'])] = (None if error else gbps, error or None)
+        result[(item['src'], item['dst'])] = (None if error else gbps, _quote(error) if error else None,
+                                              cause if error else None)
     return result
 
 
@@ -122,16 +164,20 @@ def _pair_figures(nodes, directional):
         for b in nodes[i + 1:]:
             legs = []
             errors = []
+            causes = []
             for src, dst in ((a, b), (b, a)):
-                gbps, error = directional.get((src, dst), (None, 'not measured'))
+                gbps, error, cause = directional.get((src, dst), (None, 'not measured', None))
                 if error:
                     errors.append('%s -> %s: %s' % (src, dst, error))
+                if cause and cause not in causes:
+                    causes.append(cause)
                 legs.append(gbps)
             pairs[(a, b)] = {
                 'a': a, 'b': b,
                 'a_to_b_gbps': legs[0], 'b_to_a_gbps': legs[1],
                 'gbps': None if errors else min(legs),
                 'errors': errors,
+                'port_taken': 'port_taken' in causes,
             }
     return pairs
 
@@ -141,9 +187,11 @@ def judge(nodes, measurements, fraction=0.8, floor_gbps=None):
 
     Returns a dict: ``reference_gbps``, ``threshold_gbps``, ``floor_gbps``, ``pairs`` (one per
     unordered pair with ``status`` in PAIR_STATUSES and a ``reason``), ``nodes`` ({name: {status:
-    ok|suspect|bad_node, low_pairs, pairs}}; a node whose low pairs all touch bad nodes is ok),
-    ``bad_nodes``, ``bad_links`` ([[a, b], ...]), ``passed`` (the ok nodes, retest partners) and
-    ``ok`` (no bad node and no bad link).
+    ok|suspect|bad_node|unjudged, low_pairs, pairs}}; a node whose low pairs all touch bad nodes is
+    ok), ``bad_nodes``, ``bad_links`` ([[a, b], ...]), ``passed`` (the ok nodes, retest partners),
+    ``fleet_verdict`` (FLEET_VERDICTS) with ``fleet_reason``, ``withheld`` (the nodes and links
+    that would have been blamed when the verdict withholds blame), ``unmeasured_pairs`` (port
+    taken) and ``ok`` (``fleet_verdict`` is ok).
     """
     nodes = _check_nodes(nodes)
     if len(nodes) < 2:
@@ -162,7 +210,11 @@ def judge(nodes, measurements, fraction=0.8, floor_gbps=None):
     threshold = fraction * reference
 
     for pair in pairs.values():
-        if pair['errors']:
+        if pair['errors'] and pair['port_taken']:
+            pair['status'] = 'port_taken'
+            pair['reason'] = 'port taken (the server measured was not ours; no node is blamed): %s' % (
+                '; '.join(pair['errors']))
+        elif pair['errors']:
             pair['status'], pair['reason'] = 'failed', '; '.join(pair['errors'])
         elif floor_gbps is not None and pair['gbps'] < floor_gbps:
             pair['status'] = 'below_floor'
@@ -176,7 +228,8 @@ def judge(nodes, measurements, fraction=0.8, floor_gbps=None):
 
     node_info = {}
     for node in nodes:
-        mine = [p for p in pairs.values() if node in (p['a'], p['b'])]
+        # A pair whose server was not ours says nothing about either node.
+        mine = [p for p in pairs.values() if node in (p['a'], p['b']) and p['status'] != 'port_taken']
         low = [p for p in mine if p['status'] != 'ok']
         node_info[node] = {
             'status': 'bad_node' if low and len(low) == len(mine) and len(nodes) > 2 else 'ok',
@@ -185,14 +238,15 @@ def judge(nodes, measurements, fraction=0.8, floor_gbps=None):
         }
     bad_nodes = [n for n in nodes if node_info[n]['status'] == 'bad_node']
     bad_links = []
-    for key in sorted(pairs, key=lambda k: (nodes.index(k[0]), nodes.index(k[1]))):
+    order = sorted(pairs, key=lambda k: (nodes.index(k[0]), nodes.index(k[1])))
+    for key in order:
         pair = pairs[key]
-        if pair['status'] != 'ok' and pair['a'] not in bad_nodes and pair['b'] not in bad_nodes:
+        if pair['status'] not in ('ok', 'port_taken') and pair['a'] not in bad_nodes and pair['b'] not in bad_nodes:
             bad_links.append([pair['a'], pair['b']])
             # A low pair that no bad node explains makes both its ends suspects.
             node_info[pair['a']]['status'] = node_info[pair['b']]['status'] = 'suspect'
-    ordered_pairs = [pairs[k] for k in sorted(pairs, key=lambda k: (nodes.index(k[0]), nodes.index(k[1])))]
-    return {
+    ordered_pairs = [pairs[k] for k in order]
+    verdict = {
         'nodes_order': nodes,
         'fraction': fraction,
         'reference_gbps': reference,
@@ -203,8 +257,58 @@ def judge(nodes, measurements, fraction=0.8, floor_gbps=None):
         'bad_nodes': bad_nodes,
         'bad_links': bad_links,
         'passed': [n for n in nodes if node_info[n]['status'] == 'ok'],
-        'ok': not bad_nodes and not bad_links,
     }
+    return _fleet(verdict)
+
+
+def _fleet(verdict):
+    """``verdict`` with ``fleet_verdict``, ``fleet_reason``, ``withheld``, ``unmeasured_pairs`` and
+    ``ok`` set, blame withheld (bad nodes and links moved to ``withheld``) when the measurement
+    cannot stand up. See the module docstring."""
+    nodes = verdict['nodes_order']
+    pairs = verdict['pairs']
+    unmeasured = [[p['a'], p['b']] for p in pairs if p['status'] == 'port_taken']
+    measured = [p for p in pairs if p['status'] != 'port_taken']
+    figures = [p['gbps'] for p in measured if p['gbps'] is not None]
+    floor = verdict['floor_gbps']
+    kind, reason = None, None
+    if measured and not figures:
+        kind = 'no_measurement'
+        reason = 'no pair could be measured (%d of %d failed), so no node is blamed: %s' % (
+            len(measured), len(pairs), measured[0]['reason'])
+    elif figures and all(g == 0 for g in figures):
+        kind = 'all_zero'
+        reason = 'every measured pair reads 0 Gb/s (%d pairs): the measurement is broken, no node is blamed' % (
+            len(figures))
+    elif figures and floor is not None and all(p['gbps'] is None or p['gbps'] < floor for p in measured):
+        kind = 'all_below_floor'
+        reason = ('every pair is below the absolute floor of %.2f Gb/s (best %.2f Gb/s): the whole fabric is slow '
+                  '(or the floor does not fit it); no single node or link is blamed' % (floor, max(figures)))
+    elif len(verdict['bad_nodes']) * 2 > len(nodes):
+        kind = 'no_reference'
+        reason = ('no fleet reference: the measurement is suspect (%d of %d nodes would be blamed: %s); '
+                  'nothing is blamed or drained' % (len(verdict['bad_nodes']), len(nodes),
+                                                    ', '.join(verdict['bad_nodes'])))
+    result = dict(verdict)
+    if kind:
+        result['withheld'] = {'bad_nodes': list(verdict['bad_nodes']), 'bad_links': [list(x) for x in verdict['bad_links']]}
+        result['bad_nodes'], result['bad_links'], result['passed'] = [], [], []
+        result['nodes'] = dict((n, dict(info, status='unjudged')) for n, info in verdict['nodes'].items())
+    else:
+        result['withheld'] = {'bad_nodes': [], 'bad_links': []}
+        if verdict['bad_nodes'] or verdict['bad_links']:
+            kind = 'blamed'
+        elif unmeasured:
+            kind = 'incomplete'
+            reason = '%d pair(s) could not be measured because their port was taken by another process: %s' % (
+                len(unmeasured), ', '.join('%s-%s' % tuple(p) for p in unmeasured[:10]))
+        else:
+            kind = 'ok'
+    result['fleet_verdict'] = kind
+    result['fleet_reason'] = reason
+    result['unmeasured_pairs'] = unmeasured
+    result['ok'] = kind == 'ok'
+    return result
 
 
 def _partner(verdict, exclude):
@@ -263,6 +367,8 @@ def apply_retest(verdict, plan, measurements):
         if (key[0], key[1]) not in directional and (key[1], key[0]) not in directional:
             return None
         pair = retested[key]
+        if pair['port_taken']:
+            return None  # a server that was not ours confirms nothing either way
         if pair['errors']:
             return True
         if verdict['floor_gbps'] is not None and pair['gbps'] < verdict['floor_gbps']:
@@ -297,6 +403,359 @@ def apply_retest(verdict, plan, measurements):
         'retest': [{'a': p['a'], 'b': p['b'], 'gbps': p['gbps'], 'errors': p['errors']}
                    for k, p in sorted(retested.items())
                    if k in directional or (k[1], k[0]) in directional],
-        'ok': not bad_nodes and not bad_links,
     })
-    return final
+    if verdict.get('fleet_verdict') in WITHHELD:
+        return final  # blame was withheld before the retest; a retest cannot restore it
+    return _fleet(final)
+
+
+# --------------------------------------------------------------------------- absolute floors
+
+def _rate(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise MatrixInputError('%s must be a finite number of Gb/s above 0, got %s' % (name, _quote(repr(value))))
+    return float(value)
+
+
+def _efficiency(value):
+    return _number(value, 'efficiency', 0.0, 1.0, False)
+
+
+def port_floor_gbps(rate_gbps, efficiency=DEFAULT_RDMA_EFFICIENCY, expected_rate_gbps=None, bidirectional=False):
+    """The figure (Gb/s) an ``ib_write_bw`` between two ports must reach: ``efficiency`` x the line
+    rate, where the line rate is ``expected_rate_gbps`` when the site states it (so a port that
+    trained at a lower rate is held to the fabric's rate) and the port's own ``rate_gbps``
+    (rdma_facts) otherwise, the larger of the two when both are known; twice that with ``-b``
+    (perftest then reports both directions added). NaN, infinite, zero or negative inputs are refused.
+    """
+    rate = _rate(rate_gbps, 'rate_gbps')
+    if expected_rate_gbps is not None:
+        rate = max(rate, _rate(expected_rate_gbps, 'expected_rate_gbps'))
+    floor = _efficiency(efficiency) * rate * (2 if bidirectional else 1)
+    return round(floor, 3)
+
+
+def rail_floor(port_rates, efficiency=DEFAULT_RDMA_EFFICIENCY, expected_rate_gbps=None, bidirectional=False):
+    """The floor of one rail across the fleet, from every node's port rate on that rail.
+
+    ``port_rates`` maps node -> rate in Gb/s (rdma_facts ``rate_gbps``; None when unknown). The rail's
+    line rate is ``expected_rate_gbps`` when set, else the fastest port of the rail (a port that
+    trained lower is then below the rail's line rate, not the measure of it). Returns
+    ``{line_rate_gbps, floor_gbps, slow_ports: [{node, rate_gbps}], unknown: [nodes]}``.
+    """
+    if not isinstance(port_rates, dict) or not port_rates:
+        raise MatrixInputError('port_rates must map each node to its port rate in Gb/s, got %s'
+                               % _quote(repr(port_rates)))
+    known = {}
+    unknown = []
+    for node in sorted(port_rates):
+        value = port_rates[node]
+        if value is None:
+            unknown.append(node)
+        else:
+            known[node] = _rate(value, 'port_rates[%s]' % _quote(node, 60))
+    expected = None if expected_rate_gbps is None else _rate(expected_rate_gbps, 'expected_rate_gbps')
+    line = expected if expected is not None else (max(known.values()) if known else None)
+    if line is None:
+        raise MatrixInputError('no port rate is known for the rail (%s) and expected_rate_gbps is not set: '
+                               'no absolute floor can be derived' % ', '.join(unknown))
+    return {
+        'line_rate_gbps': line,
+        'floor_gbps': port_floor_gbps(line, efficiency, None, bidirectional),
+        'slow_ports': [{'node': n, 'rate_gbps': r} for n, r in sorted(known.items()) if r < line],
+        'unknown': unknown,
+    }
+
+
+# --------------------------------------------------------------------------- rails
+
+ACTIVE_PORT_STATES = ('ACTIVE', 'ACTIVE_DEFER')
+
+
+def _natural(name):
+    return [int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name)]
+
+
+def nccl_rails(rdma_facts, hcas=None):
+    """The NCCL rails of one node from its ``rdma_facts`` (``ansible_facts['rdma']``).
+
+    The rails are the HCAs named in ``hcas`` (the site's NCCL HCA list, in that order) or, when it is
+    empty, the HCAs that share a PCIe switch with a GPU (``pcie_acs.gpus``: storage and front-end
+    ports do not), in natural name order. Each rail is its first active port that is not ignored:
+    ``{rail, hca, port, link_layer, rate_gbps, gid_index, address, gpu, node_guid}`` (``gid_index``
+    and ``address``: the RoCE v2 IPv4 GID rdma_facts picked, None on InfiniBand; ``gpu``: the PCI
+    address of the nearest GPU, for ``--use_cuda_bus_id``). Returns ``{rails, problems}``.
+    """
+    if not isinstance(rdma_facts, dict) or not isinstance(rdma_facts.get('hcas'), list):
+        raise MatrixInputError('rdma_facts must be the rdma facts of a node (a dict with a list of hcas)')
+    if hcas is not None and (not isinstance(hcas, (list, tuple)) or not all(isinstance(h, str) and h for h in hcas)):
+        raise MatrixInputError('hcas must be a list of HCA names (mlx5_0, ...), got %s' % _quote(repr(hcas), 80))
+    by_name = dict((h.get('name'), h) for h in rdma_facts['hcas'] if isinstance(h, dict))
+    problems = []
+    if hcas:
+        chosen = []
+        for name in hcas:
+            if name in by_name:
+                chosen.append(by_name[name])
+            else:
+                problems.append('HCA %s (in the NCCL HCA list) is not on this node (it has %s)'
+                                % (_quote(name, 40), ', '.join(sorted(by_name, key=_natural)) or 'none'))
+    else:
+        chosen = [h for h in rdma_facts['hcas'] if isinstance(h, dict) and (h.get('pcie_acs') or {}).get('gpus')]
+        chosen.sort(key=lambda h: _natural(str(h.get('name'))))
+        if not chosen and by_name:
+            problems.append('no HCA shares a PCIe switch with a GPU (or the PCIe tree was not readable): name the '
+                            'NCCL HCAs explicitly')
+    rails = []
+    for hca in chosen:
+        ports = [p for p in hca.get('ports') or [] if isinstance(p, dict) and not p.get('ignored')
+                 and p.get('state') in ACTIVE_PORT_STATES]
+        if not ports:
+            problems.append('HCA %s has no active port' % _quote(hca.get('name'), 40))
+            continue
+        port = ports[0]
+        ethernet = port.get('link_layer') == 'Ethernet'
+        gpus = (hca.get('pcie_acs') or {}).get('gpus') or []
+        rails.append({'rail': len(rails), 'hca': hca.get('name'), 'port': port.get('port'),
+                      'link_layer': port.get('link_layer'), 'rate_gbps': port.get('rate_gbps'),
+                      'gid_index': port.get('roce_v2_ipv4_gid_index') if ethernet else None,
+                      'address': port.get('roce_v2_ipv4_address') if ethernet else None,
+                      'gpu': gpus[0] if gpus else None, 'node_guid': hca.get('node_guid')})
+        if ethernet and port.get('roce_v2_ipv4_gid_index') is None:
+            problems.append('HCA %s port %s is RoCE without a RoCE v2 IPv4 GID: give its netdev an address'
+                            % (_quote(hca.get('name'), 40), port.get('port')))
+    return {'rails': rails, 'problems': problems}
+
+
+def check_rails(rails_by_host):
+    """Messages for rails that do not match across nodes (count, link layer), empty when they do.
+    ``rails_by_host`` maps host -> the ``rails`` list of :func:`nccl_rails`."""
+    if not isinstance(rails_by_host, dict) or not rails_by_host:
+        raise MatrixInputError('rails_by_host must map each host to its list of rails')
+    shapes = {}
+    for host in sorted(rails_by_host):
+        rails = rails_by_host[host]
+        if not isinstance(rails, list):
+            raise MatrixInputError('rails_by_host[%s] must be a list of rails' % _quote(host, 60))
+        shape = tuple((r.get('link_layer') if isinstance(r, dict) else None) for r in rails)
+        shapes.setdefault(shape, []).append(host)
+    if len(shapes) <= 1:
+        return []
+    ordered = sorted(shapes.items(), key=lambda item: (-len(item[1]), item[1]))
+    common, _hosts = ordered[0]
+    messages = []
+    for shape, hosts in ordered[1:]:
+        messages.append('%s: %d rail(s) (%s), most nodes have %d (%s): the NCCL HCAs must match across nodes'
+                        % (', '.join(hosts[:10]), len(shape), ', '.join(str(x) for x in shape) or 'none',
+                           len(common), ', '.join(str(x) for x in common) or 'none'))
+    return messages
+
+
+# --------------------------------------------------------------------------- one machine, two names
+
+def _identity_values(kind, values):
+    """Normalised identity values of one host, dropping those every machine shares."""
+    out = []
+    for value in values:
+        if not isinstance(value, str) or not value.strip():
+            continue
+        text = value.strip().lower()
+        if kind == 'address':
+            try:
+                address = ipaddress.ip_address(text.split('%', 1)[0])
+            except ValueError:
+                raise MatrixInputError('address %s is not an IP address' % _quote(repr(value), 80))
+            if address.is_loopback or address.is_link_local or address.is_unspecified:
+                continue
+            text = str(address)
+        elif kind == 'guid':
+            text = text[2:] if text.startswith('0x') else text
+            text = text.replace(':', '')
+            if not re.match(r'^[0-9a-f]{16}$', text) or int(text, 16) == 0:
+                continue
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def duplicate_hosts(identities):
+    """Inventory names that are one machine, from per-host identity facts, before anything runs.
+
+    ``identities`` maps inventory name -> ``{machine_id, addresses, guids}``: the content of
+    /etc/machine-id, the address(es) the run measures (validate address, ansible_host; not every
+    interface address: docker0's 172.17.0.1 is on every Docker host), and the HCA node GUIDs
+    (rdma_facts). Loopback and link-local addresses and zero GUIDs are ignored. Returns one entry
+    per shared value: ``{hosts, by, value, message}``; empty when every name is its own machine.
+    """
+    if not isinstance(identities, dict):
+        raise MatrixInputError('identities must map each inventory name to {machine_id, addresses, guids}')
+    seen = {}
+    for host in sorted(identities):
+        facts = identities[host]
+        if not isinstance(facts, dict):
+            raise MatrixInputError('identities[%s] must be a dict with machine_id, addresses and guids'
+                                   % _quote(host, 60))
+        machine_id = facts.get('machine_id')
+        addresses = facts.get('addresses') or []
+        guids = facts.get('guids') or []
+        for name, value in (('addresses', addresses), ('guids', guids)):
+            if not isinstance(value, (list, tuple)):
+                raise MatrixInputError('identities[%s].%s must be a list, got %s'
+                                       % (_quote(host, 60), name, _quote(repr(value), 60)))
+        for kind, values in (('machine-id', [machine_id] if machine_id else []),
+                             ('address', list(addresses)), ('guid', list(guids))):
+            for value in _identity_values(kind, values):
+                seen.setdefault((kind, value), []).append(host)
+    found = []
+    labels = {'machine-id': '/etc/machine-id', 'address': 'measured address', 'guid': 'HCA node GUID'}
+    for (kind, value), hosts in sorted(seen.items()):
+        if len(hosts) > 1:
+            hint = (' (cloned images share one too: regenerate it with systemd-machine-id-setup after '
+                    'removing /etc/machine-id)' if kind == 'machine-id' else '')
+            found.append({'hosts': hosts, 'by': kind, 'value': value,
+                          'message': '%s are one machine: same %s %s%s; list each machine once in the inventory'
+                                     % (' and '.join(hosts), labels[kind], value, hint)})
+    return found
+
+
+# --------------------------------------------------------------------------- MTU of a measured path
+
+def address_interface(facts, address):
+    """``{interface, mtu, family}`` of the interface that carries ``address`` on a host, from its
+    network facts (``ansible_facts`` after ``setup: gather_subset: network``: each interface a dict
+    with ``device``, ``mtu``, ``ipv4``, ``ipv4_secondaries`` and ``ipv6``). None when no interface
+    of the host carries the address."""
+    if not isinstance(facts, dict):
+        raise MatrixInputError("facts must be the host's ansible_facts (a dict), got %s" % type(facts).__name__)
+    try:
+        wanted = ipaddress.ip_address(str(address).split('%', 1)[0])
+    except ValueError:
+        raise MatrixInputError('address %s is not an IP address' % _quote(repr(address), 80))
+    for value in facts.values():
+        if not isinstance(value, dict) or not isinstance(value.get('device'), str):
+            continue
+        candidates = []
+        if isinstance(value.get('ipv4'), dict):
+            candidates.append(value['ipv4'].get('address'))
+        for key in ('ipv4_secondaries', 'ipv6'):
+            for entry in value.get(key) or []:
+                if isinstance(entry, dict):
+                    candidates.append(entry.get('address'))
+        for candidate in candidates:
+            try:
+                if ipaddress.ip_address(str(candidate).split('%', 1)[0]) == wanted:
+                    mtu = value.get('mtu')
+                    if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu < 68:
+                        raise MatrixInputError('interface %s carries %s but reports no usable MTU (%s)'
+                                               % (_quote(value['device'], 40), wanted, _quote(repr(mtu), 40)))
+                    return {'interface': value['device'], 'mtu': mtu, 'family': wanted.version}
+            except ValueError:
+                continue
+    return None
+
+
+def ping_payload(mtu, family):
+    """The ``ping -M do -s`` payload that fills an ``mtu``-byte packet: IPv4 header 20 + ICMP 8, IPv6
+    header 40 + ICMPv6 8."""
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or mtu < 68 or mtu > 65535:
+        raise MatrixInputError('mtu must be a whole number from 68 to 65535, got %s' % _quote(repr(mtu), 40))
+    if family not in (4, 6):
+        raise MatrixInputError('family must be 4 or 6, got %s' % _quote(repr(family), 40))
+    return mtu - (28 if family == 4 else 48)
+
+
+def mtu_plan(host_facts, addresses):
+    """Per host, the MTU expected on its measured paths: that of the interface carrying the measured
+    address (the IPoIB interface when the address is IPoIB), not the default route's.
+
+    ``host_facts`` maps host -> ansible_facts, ``addresses`` host -> measured address. Returns
+    ``{host: {interface, mtu, family, payload}}``; a host whose address is on none of its interfaces
+    is refused, naming the host, the address and the interfaces it has.
+    """
+    if not isinstance(host_facts, dict) or not isinstance(addresses, dict):
+        raise MatrixInputError('host_facts and addresses must map each host to its facts and its measured address')
+    plan, problems = {}, []
+    for host in sorted(addresses):
+        found = address_interface(host_facts.get(host) or {}, addresses[host])
+        if found is None:
+            facts = host_facts.get(host) or {}
+            names = sorted(v['device'] for v in facts.values() if isinstance(v, dict) and isinstance(v.get('device'), str))
+            problems.append('%s: no interface carries %s (interfaces: %s); set validate_address to one of its '
+                            'addresses' % (_quote(host, 60), _quote(addresses[host], 60),
+                                           ', '.join(names[:12]) or 'none in the facts'))
+            continue
+        plan[host] = dict(found, payload=ping_payload(found['mtu'], found['family']))
+    if problems:
+        raise MatrixInputError('; '.join(problems))
+    return plan
+
+
+# --------------------------------------------------------------------------- who holds the port
+
+_SS_LISTENER = re.compile(r'(?:^|\s)(\S+):(\d+)\s+\S+:(?:\*|\d+)(?:\s+users:\(\((.*)\)\))?\s*$')
+_SS_USER = re.compile(r'"((?:[^"\\]|\\.)*)",pid=(\d+)')
+
+
+def listeners(ss_output, port):
+    """The processes listening on TCP ``port``, from ``ss -Hltnp`` (or ``ss -ltnp``, ``ss -tulnp``)
+    output: ``[{address, pids, names}]``."""
+    if not isinstance(ss_output, str):
+        raise MatrixInputError('ss_output must be the text ss printed, got %s' % type(ss_output).__name__)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise MatrixInputError('port must be a whole number from 1 to 65535, got %s' % _quote(repr(port), 40))
+    found = []
+    for line in ss_output.splitlines():
+        if 'LISTEN' not in line:
+            continue
+        match = _SS_LISTENER.search(line.rstrip())
+        if not match or int(match.group(2)) != port:
+            continue
+        users = _SS_USER.findall(match.group(3) or '')
+        found.append({'address': match.group(1), 'pids': sorted(set(int(pid) for _name, pid in users)),
+                      'names': sorted(set(name for name, _pid in users))})
+    return found
+
+
+def server_owner(ss_output, port, pid):
+    """Whether the measuring server on ``port`` is the one we started (process id ``pid``).
+
+    Returns ``{ours, cause, reason}``: ours when every listener on the port is ``pid``; ``cause``
+    ``port_taken`` when another process listens there (its name and pid quoted: the pair then fails as
+    "port taken" and blames no node), ``not_listening`` when nothing does (our server is gone).
+    """
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid < 1:
+        raise MatrixInputError('pid must be the process id of the server we started, got %s' % _quote(repr(pid), 40))
+    found = listeners(ss_output, port)
+    if not found:
+        return {'ours': False, 'cause': 'not_listening', 'reason': 'nothing listens on port %d' % port}
+    others = [entry for entry in found if entry['pids'] != [pid]]
+    if others:
+        return {'ours': False, 'cause': 'port_taken',
+                'reason': 'port %d is held by %s' % (port, '; '.join(
+                    '%s pid %s on %s' % ('/'.join(e['names']) or 'an unnamed process',
+                                         ','.join(str(p) for p in e['pids']) or '?', e['address'])
+                    for e in others[:4]))}
+    return {'ours': True, 'cause': None, 'reason': 'port %d is held by our server (pid %d)' % (port, pid)}
+
+
+# --------------------------------------------------------------------------- schedule size
+
+def plan_estimate(node_count, seconds_per_pair=10, rails=1, rails_in_parallel=True):
+    """What the pair schedule costs for ``node_count`` nodes: ``{nodes, pairs, rounds, rails,
+    measurements, seconds_serial, seconds_scheduled}``.
+
+    Pairs are n(n-1)/2; :func:`round_robin` runs them in n-1 rounds (n rounds for odd n), every pair
+    of a round at once, so the scheduled time is rounds x seconds per pair (x rails when the rails of
+    a pair are measured one after the other). ``seconds_serial`` is the time of one pair after the
+    other, for comparison.
+    """
+    for name, value, low in (('node_count', node_count, 2), ('rails', rails, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise MatrixInputError('%s must be a whole number of at least %d, got %s' % (name, low, _quote(repr(value), 40)))
+    seconds = _number(seconds_per_pair, 'seconds_per_pair', 0.0, 86400.0, False)
+    pairs = node_count * (node_count - 1) // 2
+    rounds = node_count - 1 if node_count % 2 == 0 else node_count
+    per_slot = seconds * (1 if rails_in_parallel else rails)
+    return {'nodes': node_count, 'pairs': pairs, 'rounds': rounds, 'rails': rails,
+            'measurements': pairs * rails, 'seconds_serial': pairs * seconds * rails,
+            'seconds_scheduled': rounds * per_slot}

@@ -35,7 +35,7 @@ XID_MAX = 999999
 # DOCUMENTATION, the role's argument_specs, docs/health-checks.md) come from here or are checked against
 # it by tests/unit/plugins/module_utils/test_gpu_thresholds.py.
 THRESHOLDS = (
-    ('temperature_margin_c', 'float', 5, None, (0, 100),
+    ('temperature_margin_c', 'float', 5, None, (0, 1000),
      'Warn when a GPU is this many degrees C (or fewer) below its slowdown temperature.'),
     ('sram_correctable_max', 'int', 10000, None, (0, COUNT_MAX),
      'Lifetime correctable SRAM ECC errors above which a GPU gets a warning.'),

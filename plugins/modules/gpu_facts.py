@@ -53,7 +53,7 @@ options:
   thresholds:
     description:
       - Overrides of the health thresholds; unset keys keep their defaults (see docs/health-checks.md).
-      - Every number must be finite and within its range (counts 0 to 2**63-1, C(temperature_margin_c) 0 to 100,
+      - Every number must be finite and within its range (counts 0 to 2**63-1, C(temperature_margin_c) 0 to 1000,
         C(pcie_gen_load_pct) 0 to 100); NaN, infinities (also C(1e999)) and values out of range fail the module
         with a message naming the threshold.
     type: dict

@@ -1,7 +1,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side code of the acceptance playbook (playbooks/validate.yml).
 
-Parsers of the measuring tools' output (iperf3 ``-J``, perftest ``--report_gbits``, nccl-tests) and
+Parsers of the measuring tools' output (iperf3 ``-J`` here; perftest and nccl-tests through
+module_utils/perftest.py and module_utils/nccl_tests.py) and
 the validate report built on the collection's one report writer (plugins/plugin_utils/reports.py,
 shared with the drift audit): JSON, JUnit XML, Markdown with the pair matrix; and the node_exporter
 textfile metrics each node keeps. Pure functions, no I/O (the playbook writes the files).
@@ -17,8 +18,10 @@ __metaclass__ = type
 
 import json
 import math
-import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils import fabric_matrix, nccl_tests, perftest
+from ansible_collections.gpucluster.core.plugins.module_utils.scheduler import make_reason
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
@@ -44,7 +47,7 @@ def iperf3_gbps(output):
             return {'gbps': None, 'error': 'iperf3 printed nothing'}
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {'gbps': None, 'error': 'iperf3 output is not JSON: %s' % _short(text)}
     if not isinstance(data, dict):
         return {'gbps': None, 'error': 'iperf3 output is not a JSON object'}
@@ -53,48 +56,61 @@ def iperf3_gbps(output):
     end = data.get('end') if isinstance(data.get('end'), dict) else {}
     summary = end.get('sum_received') or end.get('sum')
     bps = summary.get('bits_per_second') if isinstance(summary, dict) else None
-    if isinstance(bps, bool) or not isinstance(bps, (int, float)) or math.isnan(bps) or bps < 0:
-        return {'gbps': None, 'error': 'iperf3 reported no received bandwidth'}
+    if isinstance(bps, bool) or not isinstance(bps, (int, float)) or not math.isfinite(bps) or bps < 0:
+        return {'gbps': None, 'error': 'iperf3 reported no received bandwidth%s'
+                % ('' if bps is None else ' (%s)' % _short(repr(bps), 40))}
     return {'gbps': round(bps / 1e9, 3), 'error': None}
 
 
-_PERFTEST_ROW = re.compile(r'^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$')
-
-
 def perftest_gbps(output):
-    """``{'gbps', 'error'}`` from ``ib_write_bw --report_gbits`` output: the average bandwidth column
-    of the result row (``#bytes #iterations BW peak BW average MsgRate``)."""
-    text = output if isinstance(output, str) else ''
-    if 'Gb/sec' not in text:
-        return {'gbps': None, 'error': 'no --report_gbits result in the output: %s' % _short(text)}
-    rows = [m for m in (_PERFTEST_ROW.match(line) for line in text.splitlines()) if m]
-    if not rows:
-        return {'gbps': None, 'error': 'no result row in the output: %s' % _short(text)}
-    return {'gbps': float(rows[-1].group(4)), 'error': None}
-
-
-_NCCL_AVG = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*([0-9.]+)', re.M)
+    """One direction of a pair from ``ib_write_bw``/``ib_read_bw``/``ib_send_bw`` output:
+    ``{gbps, error, cause, bytes, bidirectional, units}`` (module_utils/perftest.py measurement: the
+    average of the largest message size in Gb/s, ``--report_gbits`` or MiB/s; errors quoted; cause
+    ``port_taken`` when our server could not listen on its port)."""
+    if output is not None and not isinstance(output, str):
+        return {'gbps': None, 'error': 'perftest output must be text, got %s' % type(output).__name__, 'cause': None,
+                'bytes': None, 'bidirectional': False, 'units': None}
+    return perftest.measurement(output)
 
 
 def nccl_busbw(output):
-    """``{'gbytes', 'error'}`` from nccl-tests output: its ``# Avg bus bandwidth`` line (GB/s), or
-    the error when the run reports wrong results (``#wrong`` column above 0)."""
-    text = output if isinstance(output, str) else ''
-    match = _NCCL_AVG.search(text)
-    if not match:
-        return {'gbytes': None, 'error': 'no "# Avg bus bandwidth" line: %s' % _short(text)}
-    wrong = re.search(r'^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w+)', text, re.M)
-    if wrong and int(wrong.group(1)) > 0:
-        return {'gbytes': None, 'error': 'nccl-tests: %s out of bounds values' % wrong.group(1)}
-    return {'gbytes': float(match.group(1)), 'error': None}
+    """The figure of an nccl-tests run: ``{gbytes, size, avg_gbytes, error, hosts, ranks, wrong}``
+    (module_utils/nccl_tests.py busbw): the bus bandwidth of the **largest** message size, never the
+    ``# Avg bus bandwidth`` of all sizes (kept as ``avg_gbytes``, information only)."""
+    if output is not None and not isinstance(output, str):
+        return {'gbytes': None, 'size': None, 'avg_gbytes': None, 'hosts': [], 'ranks': 0, 'wrong': None,
+                'error': 'nccl-tests output must be text, got %s' % type(output).__name__}
+    return nccl_tests.busbw(output)
 
 
 def _short(text, limit=300):
-    text = ' '.join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + '...'
+    """``text`` on one line (runs of white space made one space), cut to ``limit`` (text_bounds.clip)."""
+    return clip(' '.join(clip(text, 4 * limit).split()), limit)
 
 
 # --------------------------------------------------------------------------- renderers
+
+MAX_DEPTH = 64
+
+
+def _non_finite(value, path, depth=0):
+    """The path of the first NaN or infinite number in ``value`` (a JSON document), else None."""
+    if depth > MAX_DEPTH:
+        return '%s (nested deeper than %d levels)' % (path, MAX_DEPTH)
+    if isinstance(value, float) and not math.isfinite(value):
+        return '%s is %r' % (path, value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite(item, '%s.%s' % (path, _short(key, 60)), depth + 1)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _non_finite(item, '%s[%d]' % (path, index), depth + 1)
+            if found:
+                return found
+    return None
+
 
 def _check_report(report):
     if not isinstance(report, dict) or not isinstance(report.get('checks'), list) \
@@ -103,8 +119,13 @@ def _check_report(report):
     for check in report['checks']:
         if not isinstance(check, dict) or check.get('status') not in CHECK_STATUSES \
                 or not check.get('name') or not check.get('node'):
-            raise ReportInputError('check %r must have a name, a node and a status in %s'
-                                   % (check, ', '.join(CHECK_STATUSES)))
+            raise ReportInputError('check %s must have a name, a node and a status in %s'
+                                   % (quote(check), ', '.join(CHECK_STATUSES)))
+    # JSON has no NaN or Infinity (RFC 8259): a report holding one would be a validate.json its
+    # readers refuse. Every figure is checked finite where it is parsed; this is the last guard.
+    found = _non_finite(report, 'report')
+    if found:
+        raise ReportInputError('%s: every figure in the report must be a finite number' % found)
     return report
 
 
@@ -147,6 +168,7 @@ def _build(report, title='Cluster acceptance (validate)', suite_name='gpucluster
     if mtu:
         out.heading('MTU path check')
         out.bullets(['nodes that cannot pass a full-size frame to any peer: %s' % (', '.join(mtu['bad_nodes']) or 'none')]
+                    + (['verdict: %s' % mtu['fleet_reason']] if mtu.get('fleet_reason') else [])
                     + ['%s-%s: %s' % (p['a'], p['b'], p['reason']) for p in mtu['pairs'] if p['status'] != 'ok'])
     out.heading('Checks')
     out.table(['node', 'check', 'status', 'message'],
@@ -154,9 +176,15 @@ def _build(report, title='Cluster acceptance (validate)', suite_name='gpucluster
     return out
 
 
+def _no_constant(name):
+    raise ReportInputError('the JSON report would contain %s, which JSON does not allow' % name)
+
+
 def render_json(report):
-    """The report as sorted, indented JSON text."""
-    return _build(report).render_json()
+    """The report as sorted, indented JSON text (strict JSON: never NaN or Infinity)."""
+    text = _build(report).render_json()
+    json.loads(text, parse_constant=_no_constant)
+    return text
 
 
 def render_junit(report):
@@ -185,8 +213,8 @@ def matrix_table(verdict, unit='Gb/s'):
             if src == dst:
                 cells.append('')
                 continue
-            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % status.get((src, dst), '?')
-            cells.append(_gbps(legs.get((src, dst))) + mark)
+            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % reports.md_text(status.get((src, dst), '?'))
+            cells.append(reports.Markup(reports.md_text(_gbps(legs.get((src, dst)))) + mark))
         rows.append(cells)
     return ['from / to (%s)' % unit] + list(nodes), rows
 
@@ -195,6 +223,8 @@ def _verdict_lines(verdict, what):
     lines = ['reference (median of the nodes\' best pairs): %s, threshold %s (fraction %s)%s' % (
         _gbps(verdict['reference_gbps']), _gbps(verdict['threshold_gbps']), verdict['fraction'],
         '' if verdict.get('floor_gbps') is None else ', floor %s' % _gbps(verdict['floor_gbps']))]
+    if verdict.get('fleet_reason'):
+        lines.append('verdict: %s' % verdict['fleet_reason'])
     lines.append('bad nodes: %s' % (', '.join(verdict['bad_nodes']) or 'none'))
     links = ', '.join('%s-%s' % tuple(link) for link in verdict['bad_links'])
     lines.append('bad links: %s' % (links or 'none'))
@@ -241,7 +271,7 @@ def render_prom(report, node, timestamp):
     """node_exporter textfile metrics for ``node`` (same conventions as gpucluster_health.prom)."""
     report = _check_report(report)
     if node not in report['nodes']:
-        raise ReportInputError('node %r is not in the report (nodes: %s)' % (node, ', '.join(report['nodes'])))
+        raise ReportInputError('node %s is not in the report (nodes: %s)' % (quote(node), clip(', '.join(map(str, report['nodes'])))))
     samples = dict((entry[0], []) for entry in _PROM_HELP)
     mine = [c for c in report['checks'] if c['node'] in (node, 'fleet')]
     matrix = report.get('matrix') or {}
@@ -285,18 +315,30 @@ def render_prom(report, node, timestamp):
 
 
 def drain_plan(report):
-    """``[{'node', 'reason'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
-    reason (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
-    pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
-    one bad cable or port) drains neither end, and nothing is drained from a report without verdicts."""
+    """``[{'node', 'reason', 'text'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
+    reason ``gpucluster/validate#<tag>: <text>``, text ``<time>: <findings>`` (``validate_drain_bad_nodes``).
+    Only a node blamed by itself is drained: a bad node of the pair matrix or a node that cannot pass
+    full-size frames to any peer. A bad link (two good nodes, one bad cable or port) drains neither end,
+    and nothing is drained from a report without verdicts, nor from a verdict that withheld blame (no pair
+    measured, every figure 0, every pair below the floor, more than half the nodes blamed:
+    fabric_matrix.WITHHELD)."""
     report = _check_report(report)
     stamp = report.get('generated_at') or 'unknown time'
     reasons = {}
     matrix = report.get('matrix') or {}
-    for node in matrix.get('bad_nodes', ()):
-        reasons.setdefault(node, []).append('every pair below %s Gb/s (fleet %s Gb/s)' % (
-            _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
-    for node in (report.get('mtu') or {}).get('bad_nodes', ()):
-        reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
-    return [{'node': node, 'reason': 'gpucluster validate %s: %s' % (stamp, '; '.join(reasons[node]))}
-            for node in report['nodes'] if node in reasons]
+    if matrix.get('fleet_verdict') not in fabric_matrix.WITHHELD:
+        for node in matrix.get('bad_nodes', ()):
+            reasons.setdefault(node, []).append('every pair below %s Gb/s (fleet %s Gb/s)' % (
+                _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
+    mtu = report.get('mtu') or {}
+    if mtu.get('fleet_verdict') not in fabric_matrix.WITHHELD:
+        for node in mtu.get('bad_nodes', ()):
+            reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
+    # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>; ``text`` is
+    # what goes after the tag (for gpucluster.core.scheduler_decide('hold', 'validate', text)).
+    plan = []
+    for node in report['nodes']:
+        if node in reasons:
+            text = '%s: %s' % (stamp, '; '.join(reasons[node]))
+            plan.append({'node': node, 'reason': make_reason('validate', text), 'text': text})
+    return plan

@@ -277,9 +277,9 @@ THRESHOLD_CASES = _record('thresholds', [
     ('sram-max-minus-infinity', {'sram_correctable_max': float('-inf')},
      'threshold sram_correctable_max=-inf; accepted: ' + ACCEPT_INT, 'refused'),
     ('temperature-margin-nan', {'temperature_margin_c': float('nan')},
-     'threshold temperature_margin_c=nan; accepted: a number >= 0 and <= 100 (not NaN or infinite)', 'refused'),
+     'threshold temperature_margin_c=nan; accepted: a number >= 0 and <= 1000 (not NaN or infinite)', 'refused'),
     ('temperature-margin-1e999', {'temperature_margin_c': 1e999},
-     'threshold temperature_margin_c=inf; accepted: a number >= 0 and <= 100 (not NaN or infinite)', 'refused'),
+     'threshold temperature_margin_c=inf; accepted: a number >= 0 and <= 1000 (not NaN or infinite)', 'refused'),
     ('pcie-gen-load-101', {'pcie_gen_load_pct': 101},
      'threshold pcie_gen_load_pct=101; accepted: a number >= 0 and <= 100, without a fraction', 'refused'),
     ('retired-pages-fraction', {'retired_pages_max': 60.5},
@@ -332,7 +332,7 @@ PREFLIGHT = _record('role-preflight', [
     ('preflight-bare-string-xid', {'xid_ignore': '79'},
      ["health_check_thresholds: threshold xid_ignore='79'; accepted: " + XID_ACCEPTED], 'refused'),
     ('preflight-infinity-margin', {'temperature_margin_c': float('inf')},
-     ['health_check_thresholds: threshold temperature_margin_c=inf; accepted: a number >= 0 and <= 100 '
+     ['health_check_thresholds: threshold temperature_margin_c=inf; accepted: a number >= 0 and <= 1000 '
       '(not NaN or infinite)'], 'refused'),
 ])
 
@@ -379,10 +379,10 @@ def module(monkeypatch, tmp_path):
 
 MODULE_CASES = _record('gpu_facts', [
     ('module-temperature-margin-nan', {'thresholds': {'temperature_margin_c': 'nan'}},
-     ('fail', 'thresholds: threshold temperature_margin_c=nan; accepted: a number >= 0 and <= 100 '
+     ('fail', 'thresholds: threshold temperature_margin_c=nan; accepted: a number >= 0 and <= 1000 '
               '(not NaN or infinite)'), 'refused'),
     ('module-temperature-margin-1e999', {'thresholds': {'temperature_margin_c': '1e999'}},
-     ('fail', 'thresholds: threshold temperature_margin_c=inf; accepted: a number >= 0 and <= 100 '
+     ('fail', 'thresholds: threshold temperature_margin_c=inf; accepted: a number >= 0 and <= 1000 '
               '(not NaN or infinite)'), 'refused'),
     ('module-pcie-gen-load-200', {'thresholds': {'pcie_gen_load_pct': 200}},
      ('fail', 'thresholds: threshold pcie_gen_load_pct=200; accepted: a number >= 0 and <= 100, without a '
@@ -567,6 +567,23 @@ def test_health_program_refuses_bad_numbers_in_its_config(node, case, raw, code,
     assert (rc, report['status']) == (code, 'unknown')
     assert report['issues'][0]['message'] == message % {'cfg': node.config}
     assert 'Traceback' not in err
+
+
+COMMAND_LINE = _record('health-program-command-line', [
+    ('thresholds-option-nan', "--thresholds '{\"retired_pages_max\": NaN}'",
+     'bad command line: --thresholds: threshold retired_pages_max=nan; accepted: ' + ACCEPT_INT, 'refused'),
+    ('thresholds-option-bare-string-xid', "--thresholds '{\"xid_ignore\": \"79\"}'",
+     "bad command line: --thresholds: threshold xid_ignore='79'; accepted: " + XID_ACCEPTED, 'refused'),
+    ('run-timeout-beyond-a-day', '--run-timeout 100000',
+     'bad command line: --run-timeout must be >= 0 and <= 86400, got 100000', 'refused'),
+])
+
+
+@pytest.mark.parametrize('case, args, message, outcome', COMMAND_LINE, ids=[c[0] for c in COMMAND_LINE])
+def test_health_program_command_line_numbers(node, case, args, message, outcome):
+    rc, out, err = node(args)
+    report = _report(out)
+    assert (rc, report['status'], report['issues'][0]['message']) == (3, 'unknown', message)
 
 
 def test_check_config_refuses_nan(node):

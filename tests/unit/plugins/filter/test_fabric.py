@@ -10,6 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.core.plugins.filter import fabric
+from ansible_collections.gpucluster.core.plugins.module_utils import scheduler as sc
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 NODES = ['n1', 'n2', 'n3']
@@ -50,18 +51,30 @@ def test_iperf3_errors_are_not_figures():
 
 
 def test_perftest_average_column():
+    # The layout of perftest's RESULT_FMT_G / REPORT_FMT (src/perftest_parameters.h); real
+    # recordings are judged in tests/unit/plugins/module_utils/test_perftest.py.
     out = ('---\n #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n'
            ' 8388608    5000             392.11             391.87               0.005839\n---\n')
-    assert fabric.perftest_gbps(out) == {'gbps': 391.87, 'error': None}
-    assert fabric.perftest_gbps('Couldn\'t connect to localhost:18515')['gbps'] is None
+    assert fabric.perftest_gbps(out) == {'gbps': 391.87, 'error': None, 'cause': None, 'bytes': 8388608,
+                                         'bidirectional': False, 'units': 'Gb/sec'}
+    refused = fabric.perftest_gbps('Couldn\'t connect to localhost:18515')
+    assert refused['gbps'] is None and refused['cause'] == 'unreachable'
+    assert fabric.perftest_gbps(None)['error'] == 'perftest printed nothing'
+    assert fabric.perftest_gbps(12)['error'] == 'perftest output must be text, got int'
 
 
-def test_nccl_busbw_and_wrong_values():
-    good = '#  Out of bounds values : 0 OK\n# Avg bus bandwidth    : 452.731 \n'
-    assert fabric.nccl_busbw(good) == {'gbytes': 452.731, 'error': None}
-    bad = '#  Out of bounds values : 12 FAILED\n# Avg bus bandwidth    : 452.731 \n'
-    assert '12 out of bounds' in fabric.nccl_busbw(bad)['error']
-    assert fabric.nccl_busbw('srun: error')['gbytes'] is None
+def test_nccl_busbw_is_the_largest_size_not_the_average():
+    head = ('#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n')
+    good = (head + '           8             2     float     sum      -1    13.67    0.00    0.00      0    13.03    0.00    0.00      0\n'
+            ' 17179869184    4294967296     float     sum      -1    62648  274.23  479.90      0    62636  274.28  479.99      0\n'
+            '# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 159.151\n')
+    got = fabric.nccl_busbw(good)
+    assert (got['gbytes'], got['size'], got['avg_gbytes'], got['error']) == (479.90, 17179869184, 159.151, None)
+    bad = good.replace('Out of bounds values : 0 OK', 'Out of bounds values : 12 FAILED')
+    assert fabric.nccl_busbw(bad)['error'] == 'nccl-tests: 12 out of bounds values (wrong results)'
+    assert fabric.nccl_busbw('srun: error: node1: task 0: Exited with exit code 1')['gbytes'] is None
+    # The old test: an average line alone is no figure.
+    assert fabric.nccl_busbw('# Avg bus bandwidth    : 452.731 \n')['gbytes'] is None
 
 
 def test_rounds_are_lists_of_disjoint_pairs():
@@ -178,13 +191,16 @@ def test_bad_link_only_marks_its_ends():
 def test_drain_plan_names_bad_nodes_with_the_reason_and_never_link_ends():
     plan = fabric.validate_drain_plan(_report(SLOW_N3))
     assert [p['node'] for p in plan] == ['n3']
-    assert plan[0]['reason'].startswith('gpucluster validate 2026-12-01T00:00:00Z: every pair below ')
+    assert plan[0]['reason'].startswith('gpucluster/validate#')
+    assert plan[0]['reason'].split(': ', 1)[1].startswith('2026-12-01T00:00:00Z: every pair below ')
+    assert sc.parse_reason(plan[0]['reason']).source == 'validate'
     # A bad link blames the cable, not a node: nothing is drained.
     assert fabric.validate_drain_plan(_report(_all(1.0, {('n2', 'n3'): 0.2}))) == []
     assert fabric.validate_drain_plan(_report(_all(1.0))) == []
     mtu = {'bad_nodes': ['n2'], 'pairs': []}
     plan = fabric.validate_drain_plan(dict(_report(_all(1.0)), mtu=mtu, matrix=None))
-    assert plan == [{'node': 'n2', 'reason': 'gpucluster validate 2026-12-01T00:00:00Z: full-size frames to no peer (MTU path)'}]
+    text = '2026-12-01T00:00:00Z: full-size frames to no peer (MTU path)'
+    assert plan == [{'node': 'n2', 'reason': sc.make_reason('validate', text), 'text': text}]
     with pytest.raises(AnsibleFilterError, match='validate_drain_plan|drain_plan'):
         fabric.validate_drain_plan({'checks': 'no'})
 
@@ -203,3 +219,30 @@ def test_ping_results_become_matrix_measurements():
                 for s in NODES for d in NODES if s != d]
     verdict = fabric.fabric_judge(measured, NODES, 0.5)
     assert verdict['bad_nodes'] == ['n2'] and verdict['bad_links'] == []
+
+
+def test_new_filters_adapt_the_pure_functions():
+    filters = fabric.FilterModule().filters()
+    for name in ('fabric_port_floor', 'fabric_rail_floor', 'fabric_duplicate_hosts', 'fabric_mtu_plan',
+                 'fabric_server_owner', 'fabric_plan_estimate', 'perftest_cuda_support', 'nccl_transport',
+                 'nccl_node_verdict', 'nccl_fleet_verdict', 'nccl_fleet_floor'):
+        assert callable(filters[name])
+    assert fabric.fabric_port_floor(400) == 360.0 and fabric.fabric_port_floor(400, 0.9, None, True) == 720.0
+    assert fabric.fabric_rail_floor({'n1': 400, 'n2': 200}, 0.9, '')['slow_ports'] == [{'node': 'n2', 'rate_gbps': 200.0}]
+    dup = fabric.fabric_duplicate_hosts({'a': {'machine_id': 'f' * 32}, 'b': {'machine_id': 'F' * 32}})
+    assert [d['hosts'] for d in dup] == [['a', 'b']]
+    facts = {'ib0': {'device': 'ib0', 'mtu': 2044, 'ipv4': {'address': '10.1.0.5'}}}
+    assert fabric.fabric_mtu_plan({'n1': facts}, {'n1': '10.1.0.5'})['n1']['payload'] == 2016
+    assert fabric.fabric_server_owner('LISTEN 0 5 0.0.0.0:18515 0.0.0.0:* users:(("ib_write_bw",pid=77,fd=3))\n',
+                                      '18515', '77')['ours']
+    assert fabric.fabric_plan_estimate(128)['seconds_scheduled'] == 1270.0
+    assert fabric.nccl_fleet_floor(8, 400) == 300.0
+    assert fabric.perftest_cuda_support('--use_cuda=<cuda device id>')['cuda'] is True
+    verdict = fabric.nccl_node_verdict('', '', '')
+    assert not verdict['ok'] and verdict['message'] == 'no nccl-tests result row in the output (it printed nothing)'
+    fleet = fabric.nccl_fleet_verdict('x via NET/Socket/0', 100, 'ib', False, '')
+    assert not fleet['ok']
+    with pytest.raises(AnsibleFilterError, match='judge_fleet: expect_net must be one of ib, socket, any'):
+        fabric.nccl_fleet_verdict('', None, 'roce')
+    with pytest.raises(AnsibleFilterError, match='duplicate_hosts: identities must map'):
+        fabric.fabric_duplicate_hosts([])
