@@ -53,8 +53,8 @@ def staleness(now, valid_for, stamp_time, index_present, sources, force=False):
             int(stamp_time - now))
     newer = sorted(path for path, when in sources or [] if when > stamp_time)
     if newer:
-        shown = ', '.join(newer[:MAX_NAMES_SHOWN]) + (' and %d more' % (len(newer) - MAX_NAMES_SHOWN)
-                                                       if len(newer) > MAX_NAMES_SHOWN else '')
+        more = len(newer) - MAX_NAMES_SHOWN
+        shown = ', '.join(newer[:MAX_NAMES_SHOWN]) + (' and %d more' % more if more > 0 else '')
         return True, 'package sources changed after the last refresh: %s' % shown
     age = max(0, int(now - stamp_time))
     if age > valid_for:

@@ -9,7 +9,7 @@ short_description: Refresh apt's package index only when it is older than its va
 version_added: "0.3.0"
 description:
   - Decides from a few file times whether apt's package index needs a refresh and runs C(apt-get update) only then.
-    A fresh index costs a C(stat) of a handful of paths: no package cache is opened, unlike
+    A fresh index costs a C(stat) of a handful of paths, and no package cache is opened, unlike
     C(ansible.builtin.apt) with O(ignore:update_cache), which loads the whole cache before it even looks at the
     index's age.
   - The index is fresh when the lists under C(/var/lib/apt/lists) hold at least one package index,
@@ -20,10 +20,10 @@ description:
     emptied lists may carry from any date.
   - After a refresh that worked, the module touches the stamp (as Ubuntu's update-notifier hook does; Ansible's apt
     module reads the same stamp for O(ignore:cache_valid_time)). A refresh fails the task when C(apt-get update)
-    exits non-zero or says a source could not be fetched or verified (C(E:), C(W: Failed to fetch),
-    C(W: GPG error), ...), and the stamp is then left as it was, so the next run tries again. While another apt or
+    exits non-zero or says a source could not be fetched or verified (an C(E) line, C(W) lines such as
+    C(Failed to fetch) or C(GPG error)), and the stamp is then left as it was, so the next run tries again. While another apt or
     dpkg process holds the lock, it waits up to O(lock_timeout) seconds.
-  - The index is a cache, not configuration: a refresh is reported as RV(refreshed), never as a change, so an
+  - The index is a cache, not configuration; a refresh is reported as RV(refreshed), never as a change, so an
     idempotent rerun stays C(changed=0) whatever the index's age.
   - In check mode nothing is refreshed or touched; RV(stale) says whether the real run would refresh.
 author:
@@ -50,7 +50,7 @@ options:
     default: 3600
   force:
     description:
-      - Refresh whatever the index's age: set it from the result of the task that added or changed a package source
+      - Refresh whatever the index's age. Set it from the result of the task that added or changed a package source
         in this run (a source whose file time is later than the stamp is refreshed anyway; this covers a source
         rewritten within the same second as the last refresh).
     type: bool

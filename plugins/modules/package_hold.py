@@ -24,11 +24,11 @@ description:
     with those; O(state=unheld) removes every entry of the name. Exclude entries (C(!name-...)), comments and the
     entries of other names are kept as they are. The list is replaced atomically, keeping its owner, mode and
     SELinux context.
-  - Holding a package that is not installed is an error that names it: every caller installs the packages first,
+  - Holding a package that is not installed is an error that names it; every caller installs the packages first,
     so a missing one means the install did not do what the role expected, or the name is wrong. Releasing a
     package that is not installed and not held changes nothing.
   - In check mode nothing is written. A package to hold that is not installed yet is taken as one the simulated
-    install before this task would install: it is reported as to be held (changed) and listed in
+    install before this task would install; it is reported as to be held (changed) and listed in
     RV(not_installed), and the real run fails if it is still missing then.
 author:
   - gpucluster.core maintainers (@gpucluster)
@@ -78,7 +78,7 @@ options:
   versionlock_conf:
     description:
       - The dnf versionlock plugin's configuration, which names the lock list (C(locklist)) and whether the plugin is
-        enabled. Missing, disabled or without C(locklist), the task fails (outside check mode): a lock the plugin does
+        enabled. Missing, disabled or without C(locklist), the task fails (outside check mode), since a lock the plugin does
         not apply would hold nothing.
     type: path
     default: /etc/dnf/plugins/versionlock.conf
