@@ -16,6 +16,8 @@ BENCH_SIZES=${BENCH_SIZES:-3 6}
 TOP=15
 inv=inventories/lab
 out=.bench
+# The lab's vault password (the roles' generated secrets are encrypted in the lab inventory's store), as lab/lab.sh sets it.
+export ANSIBLE_VAULT_PASSWORD_FILE=$PWD/lab/vault-password.sh
 
 die() { echo "bench: $*" >&2; exit 1; }
 

@@ -4,7 +4,7 @@
 # an unprivileged admin user with sudo (inventories/lab/group_vars/gpucluster.yml).
 #   lab/lab.sh up          create what is missing, bootstrap new nodes, check every node answers over
 #                          SSH and becomes root, prepare the GPU stand-in, run site.yml, print a summary
-#   lab/lab.sh down        remove exactly the containers, network, volumes and keys the lab created
+#   lab/lab.sh down        remove exactly the containers, network, volumes, keys and secrets the lab created
 #   lab/lab.sh status
 #   lab/lab.sh ping        check every node over SSH with become, as site.yml will reach it
 #   lab/lab.sh shell NODE  log in to NODE over SSH as the admin user
@@ -32,6 +32,13 @@ INVENTORY=inventories/lab
 SSH_DIR=$LOG_DIR/ssh
 SSH_KEY=$SSH_DIR/id_ed25519
 KNOWN_HOSTS=$SSH_DIR/known_hosts
+# The lab's vault password: the roles keep the secrets they generate encrypted in the inventory's store
+# (inventories/lab/.secrets; at a site it is committed). lab/vault-password.sh prints a random password
+# made for this lab on this machine, kept in .lab/ (git-ignored, removed by lab.sh down with the store).
+export ANSIBLE_VAULT_PASSWORD_FILE=$PWD/lab/vault-password.sh
+# What the roles generated for this lab: the store (encrypted with the password above) and the controller's
+# decrypted working copy. Both are git-ignored in this repository, and go with the lab.
+LAB_SECRETS=("$INVENTORY/.secrets" "$INVENTORY/.credentials")
 
 die() { echo "lab: $*" >&2; exit 1; }
 
@@ -61,6 +68,7 @@ create_node() {
   # systemd needs SYS_ADMIN and the host's cgroup tree; --privileged is neither needed nor used.
   docker run -d --name "$name" --hostname "$name" \
     --label "$LABEL.node=$name" --label "$LABEL.image=$LAB_IMAGE" --label "$LABEL.network=$LAB_NETWORK" \
+    --label "$LABEL.address=$(node_address "$name")" \
     --network "$LAB_NETWORK" --network-alias "$name" --ip "$(node_address "$name")" \
     --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns=host \
     -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
@@ -139,7 +147,11 @@ check_nodes() {
         msg+="the admin user logs in but cannot become root without a password (site.yml runs with
      become). Restore /etc/sudoers.d/gpucluster-lab-admin, or re-create the node: docker rm -f $node && make lab" ;;
       *"Connection refused"*|*"timed out"*|*"No route to host"*)
-        msg+="sshd does not answer on port 22 (docker exec $node systemctl status ssh shows why)" ;;
+        if [[ "$(docker container inspect -f '{{.State.Running}}' "$node" 2>/dev/null)" != true ]]; then
+          msg+="the container is stopped, as a dead server would be (it stays in the inventory): docker start $node, or make lab"
+        else
+          msg+="sshd does not answer on port 22 (docker exec $node systemctl status ssh shows why)"
+        fi ;;
       "")
         msg+="not in the inventory: is it running? (lab/lab.sh status)" ;;
       *)
@@ -219,7 +231,8 @@ summary() {
   sed -n '/PLAY RECAP/,/^$/p' "$log" | tail -n +2 | sed 's/^/           /'
   echo "next:      make ping                       every node over SSH with become"
   echo "           make shell N=node1              log in to node1 (sudo -i for root), then e.g. sinfo; srun -N$LAB_NODES hostname"
-  echo "           . .venv/bin/activate            puts ansible on PATH: ansible-playbook -i $INVENTORY site.yml"
+  echo "           . .venv/bin/activate            puts ansible on PATH; the lab's vault password is a script:"
+  echo "           ANSIBLE_VAULT_PASSWORD_FILE=lab/vault-password.sh ansible-playbook -i $INVENTORY site.yml"
   echo "           Prometheus https://$(node_address node1):9090  Alertmanager https://$(node_address node1):9093  (from this machine;"
   echo "           CA inventories/lab/.credentials/monitoring-pki/ca.crt, user gpucluster-scrape, password in inventories/lab/.credentials/monitoring_scrape_password)"
   echo "           a Prometheus query from this machine (needs curl: apt-get install curl):"
@@ -243,8 +256,8 @@ down() {
     docker network rm "$LAB_NETWORK" >/dev/null
     echo "lab: removed network $LAB_NETWORK"
   fi
-  # Logs, the lab's key pair and known_hosts: the next lab makes new ones.
-  rm -rf "$LOG_DIR"
+  # Logs, the lab's key pair, known_hosts, vault password and generated secrets: the next lab makes new ones.
+  rm -rf "$LOG_DIR" "${LAB_SECRETS[@]}"
 }
 
 status() {

@@ -8,6 +8,7 @@ __metaclass__ = type
 import errno
 import glob
 import os
+import stat
 import time
 
 from collections.abc import Mapping
@@ -21,6 +22,8 @@ from ansible.plugins.loader import cache_loader
 from ansible.utils.display import Display
 
 from ansible_collections.gpucluster.core.plugins.module_utils import drift
+from ansible_collections.gpucluster.core.plugins.module_utils.bounded_read import kind_of
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
 from ansible_collections.gpucluster.core.plugins.plugin_utils import drift_reports
 
 ARGUMENT_SPEC = dict(
@@ -49,6 +52,8 @@ ARGUMENT_SPEC = dict(
 )
 
 CONTROLLER_NAMES = ('localhost', '127.0.0.1', '::1')
+# A fact cache entry larger than this is not read (one host's facts are tens of kilobytes).
+CACHE_ENTRY_MAX_BYTES = 64 << 20
 # The collection's roles: their defaults are the versions a role installs when the inventory sets none.
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'roles')
 
@@ -88,11 +93,16 @@ class _HostVarsView(object):
     def __contains__(self, name):
         return name in self._vars
 
-    def get(self, name, default=None):
+    def get(self, name, default=None, template_containers=True):
+        """``template_containers=False`` returns a list or mapping as it is: a pin is text, so such a value
+        is refused anyway, and templating a YAML alias bomb (lists shared nine levels deep) would walk
+        billions of elements first."""
         if name not in self._vars:
             return default
         value = self._vars[name]
         if value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and '{' not in value):
+            return value
+        if not template_containers and not isinstance(value, str):
             return value
         if self._host_templar is None:
             self._host_templar = self._templar.copy_with_new_env(available_variables=self._vars)
@@ -123,8 +133,8 @@ class ActionModule(ActionBase):
         self._check(drift.check_components, list(params['severity']), 'severity')
         for component, level in params['severity'].items():
             if level not in drift.SEVERITIES:
-                raise AnsibleError('severity[%s]=%r; accepted: %s'
-                                   % (component, level, ', '.join(drift.SEVERITIES)))
+                raise AnsibleError('severity[%s]=%s; accepted: %s'
+                                   % (component, quote(level), ', '.join(drift.SEVERITIES)))
         return dict(params['severity'])
 
     @staticmethod
@@ -142,7 +152,7 @@ class ActionModule(ActionBase):
             members = []
             for name, hosts in spec.items():
                 if not isinstance(hosts, list):
-                    raise AnsibleError('groups[%s] must be a list of host names' % name)
+                    raise AnsibleError('groups[%s] must be a list of host names' % clip(str(name)))
                 members.append((str(name), [str(h) for h in hosts]))
             return members
         if isinstance(spec, list):
@@ -201,7 +211,11 @@ class ActionModule(ActionBase):
             if isinstance(plugin, BaseFileCacheModule) and hasattr(cache, '_get_key') and hasattr(cache, '_decode'):
                 # A file cache: load the entry the way the plugin does, without its get(), which
                 # warns "corrupt, so erasing" and deletes the file on a parse error.
-                return cache._decode(plugin._load(plugin._get_cache_file_name(cache._get_key(host)))), None
+                filename = plugin._get_cache_file_name(cache._get_key(host))
+                problem = ActionModule._cache_file_problem(filename)
+                if problem:
+                    return None, 'the fact cache entry cannot be read (left as it is): %s' % problem
+                return cache._decode(plugin._load(filename)), None
             return cache.get(host), None
         except (IOError, OSError) as exc:
             if getattr(exc, 'errno', None) == errno.ENOENT:
@@ -221,6 +235,20 @@ class ActionModule(ActionBase):
                 detail = '%s: %s' % (type(exc).__name__, exc)
             return None, ('the fact cache entry cannot be read (left as it is): %s'
                           % drift.stack_versions.clean_text(detail))
+
+    @staticmethod
+    def _cache_file_problem(filename):
+        """Why a file cache entry is not opened (a FIFO would block the open for ever, a device or a huge
+        file would be read without end), or None; a missing entry is left to the plugin."""
+        try:
+            info = os.stat(filename)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return '%s is %s, not a regular file' % (clip(filename, 4096), kind_of(info.st_mode))
+        if info.st_size > CACHE_ENTRY_MAX_BYTES:
+            return '%s is larger than %d bytes (%d bytes)' % (clip(filename, 4096), CACHE_ENTRY_MAX_BYTES, info.st_size)
+        return None
 
     # ------------------------------------------------------------ the audit, step by step
 
@@ -245,14 +273,18 @@ class ActionModule(ActionBase):
     def _settings(self, params):
         """Checked settings: severity, the component -> variable map, the consistent components,
         the explicit baseline and the pins the roles' defaults give."""
+        for option in ('markdown_max_rows', 'findings_returned'):
+            if params[option] < 0:
+                # A negative limit would slice from the end (rows[:-3]): refused, never guessed.
+                raise AnsibleError('%s=%s; accepted: a number of rows of 0 or more' % (option, quote(params[option])))
         baseline_vars = drift.DEFAULT_BASELINE_VARS if params['baseline_vars'] is None else params['baseline_vars']
         consistent = drift.DEFAULT_CONSISTENT if params['consistent'] is None else params['consistent']
         severity = self._severity(params)
         self._check(drift.check_components, list(baseline_vars), 'baseline_vars')
         for component, var in baseline_vars.items():
             if not isinstance(var, str) or not var.strip():
-                raise AnsibleError('baseline_vars[%s]=%r; accepted: the name of a variable'
-                                   % (component, var))
+                raise AnsibleError('baseline_vars[%s]=%s; accepted: the name of a variable'
+                                   % (component, quote(var)))
         self._check(drift.check_components, list(consistent), 'consistent')
         explicit = self._check(drift.check_baseline, params['baseline'], 'baseline')
         defaults = {}
@@ -316,8 +348,9 @@ class ActionModule(ActionBase):
         origins = {}
         for component, var in settings['baseline_vars'].items():
             if hv is not None and var in hv:
-                pin = self._check(drift.check_pin, hv.get(var), '%s of host %s (the pin of %s)'
-                                  % (var, host, component))
+                value = hv.get(var, template_containers=False) if isinstance(hv, _HostVarsView) else hv.get(var)
+                pin = self._check(drift.check_pin, value, '%s of host %s (the pin of %s)'
+                                  % (var, clip(str(host)), component))
                 if pin is not None:
                     pins[component] = pin
             elif component in settings['defaults'] and component not in settings['explicit']:
@@ -352,7 +385,7 @@ class ActionModule(ActionBase):
     def _collect(self, params, settings, hosts, inventory_set, hostvars, cache, cache_keys):
         """Every host's pins, facts, raw versions, package family, or why it has none."""
         collected = {'facts': {}, 'raw': {}, 'families': {}, 'reasons': {}, 'baselines': {},
-                     'origins': {}, 'from_role_defaults': {}}
+                     'origins': {}, 'from_role_defaults': {}, 'unknown': {}}
         now = time.time()
         cache_set = set(cache_keys)
         want_hv = bool(settings['baseline_vars']) or cache is None or bool(params['status_var'])
@@ -366,6 +399,10 @@ class ActionModule(ActionBase):
             if reason:
                 collected['reasons'][host] = reason
             stack, host_raw, family, why = self._stack_of(host_facts, now, params['max_fact_age'])
+            if stack is not None:
+                unknown = self._unknown_of(host_facts)
+                if unknown:
+                    collected['unknown'][host] = unknown
             if stack is None:
                 if host not in collected['reasons']:
                     collected['reasons'][host] = (why or self._status_reason(hv, params['status_var'])
@@ -395,7 +432,7 @@ class ActionModule(ActionBase):
             groups=drift.partition_hosts(hosts, members), severity=settings['severity'],
             ignore=params['ignore'], unknown_severity=params['unknown_severity'],
             unknown_reasons=collected['reasons'], raw=collected['raw'], families=collected['families'],
-            pin_origins=collected['origins'])
+            pin_origins=collected['origins'], unknown_components=collected['unknown'])
         unknown = [h for h in hosts if h not in collected['facts']]
         return findings, stats, drift.summarize(hosts, findings, stats, params['fail_on'], unknown)
 
@@ -462,7 +499,7 @@ class ActionModule(ActionBase):
         details = host_facts.get('gpu_stack_details')
         details = details if isinstance(details, dict) else {}
         host_raw = details.get('raw')
-        problem = drift.check_facts(stack, host_raw)
+        problem = drift.check_facts(stack, host_raw) or drift.check_unknown(details.get('unknown'))
         if problem:
             return None, None, None, 'facts of the wrong shape: %s' % problem
         problem = drift.fact_age_problem(details.get('collected_at'), now, max_age)
@@ -470,6 +507,13 @@ class ActionModule(ActionBase):
             return None, None, None, problem
         family = details.get('package_manager')
         return stack, host_raw or None, family if family in ('dpkg', 'rpm') else None, None
+
+    @staticmethod
+    def _unknown_of(host_facts):
+        """component -> reason for the components stack_facts could not know (checked by _stack_of)."""
+        details = host_facts.get('gpu_stack_details')
+        unknown = details.get('unknown') if isinstance(details, dict) else None
+        return dict(unknown) if isinstance(unknown, dict) else {}
 
     @staticmethod
     def _status_reason(hv, status_var):

@@ -27,6 +27,8 @@ try:
 except ImportError:  # pragma: no cover - the controller requirements install it
     HAS_CRYPTOGRAPHY = False
 
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
+
 try:
     from ansible.errors import AnsibleFilterError
 except ImportError:  # pragma: no cover - only without ansible-core installed
@@ -52,9 +54,36 @@ def _mode(path):
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
+# A PEM key or certificate is a few kilobytes; a larger file is no certificate of this role.
+MAX_PEM_BYTES = 1 << 20
+
+
 def _read(path):
     with open(path, 'rb') as handle:
-        return handle.read()
+        data = handle.read(MAX_PEM_BYTES + 1)
+    if len(data) > MAX_PEM_BYTES:
+        raise ValueError('larger than %d bytes' % MAX_PEM_BYTES)
+    return data
+
+
+def ca_renewal_reason(ca, ca_cert_path, renew_days, now):
+    """Why the CA certificate itself must be renewed before any node certificate is current, or ''.
+
+    A CA that has expired, is not valid yet, or ends within ``renew_days`` makes every certificate it
+    signed fail (or soon fail) verification, however long the node certificate itself still runs: the
+    CA is renewed first, then the node certificates are issued again under it.
+    """
+    ends = ca.not_valid_after_utc
+    if ca.not_valid_before_utc > now:
+        return ('the CA certificate %s is not valid yet (from %s): renew the CA first, then this node certificate'
+                % (ca_cert_path, ca.not_valid_before_utc.strftime('%Y-%m-%d %H:%M UTC')))
+    if ends <= now:
+        return ('the CA certificate %s has expired (%s): renew the CA first, then this node certificate'
+                % (ca_cert_path, ends.strftime('%Y-%m-%d %H:%M UTC')))
+    if ends - now <= datetime.timedelta(days=renew_days):
+        return ('the CA certificate %s ends within %d days (%s): renew the CA first, then this node certificate'
+                % (ca_cert_path, renew_days, ends.strftime('%Y-%m-%d %H:%M UTC')))
+    return ''
 
 
 def _extension(cert, oid_class):
@@ -70,11 +99,13 @@ def certificate_renewal_reason(cert_path, key_path, ca_cert_path, common_name, n
     Current means: the key (ECC secp384r1, mode 0600) and the certificate (mode 0644) exist, the
     certificate holds that key's public key, names exactly ``common_name`` as its subject and exactly
     ``names`` ('DNS:...', 'IP:...') as its alternative names, is for server and client use and not a CA,
-    was signed by the CA certificate at ``ca_cert_path`` and is valid for more than ``renew_days``.
+    was signed by the CA certificate at ``ca_cert_path`` and is valid for more than ``renew_days``, and
+    the CA certificate itself is valid for more than ``renew_days`` (:func:`ca_renewal_reason`: a CA that
+    has expired or ends inside the window is a reason, which says the CA must be renewed first).
     """
     if not isinstance(renew_days, int) or isinstance(renew_days, bool) or renew_days < 0:
-        raise AnsibleFilterError('certificate_renewal_reason: renew_days must be a whole number of days >= 0, got %r'
-                                 % (renew_days,))
+        raise AnsibleFilterError('certificate_renewal_reason: renew_days must be a whole number of days >= 0, got %s'
+                                 % (quote(renew_days),))
     if not HAS_CRYPTOGRAPHY:
         return 'the controller has no Python cryptography library to read it'
     for path, what in ((key_path, 'key'), (cert_path, 'certificate'), (ca_cert_path, 'CA certificate')):
@@ -94,6 +125,10 @@ def certificate_renewal_reason(cert_path, key_path, ca_cert_path, common_name, n
         ca = x509.load_pem_x509_certificate(_read(ca_cert_path))
     except (ValueError, TypeError, IOError, OSError) as exc:
         return 'cannot read the key or the certificates: %s' % (exc.__class__.__name__,)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    reason = ca_renewal_reason(ca, ca_cert_path, renew_days, now)
+    if reason:
+        return reason
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != 'secp384r1':
         return 'the key is not an ECC secp384r1 key'
     spki = serialization.PublicFormat.SubjectPublicKeyInfo
@@ -108,7 +143,6 @@ def certificate_renewal_reason(cert_path, key_path, ca_cert_path, common_name, n
         return 'the CA did not sign the certificate (its signature does not verify)'
     except (ValueError, TypeError) as exc:
         return 'the CA did not sign the certificate: %s' % (exc,)
-    now = now or datetime.datetime.now(datetime.timezone.utc)
     if cert.not_valid_before_utc > now:
         return 'the certificate is not valid yet'
     if cert.not_valid_after_utc <= now:
@@ -130,6 +164,22 @@ def certificate_renewal_reason(cert_path, key_path, ca_cert_path, common_name, n
     return ''
 
 
+def certificate_ca_renewal_reason(ca_cert_path, renew_days=30, now=None):
+    """Filter: why the CA certificate at ``ca_cert_path`` must be renewed (expired, not valid yet, or ending
+    within ``renew_days``), or '' when it is current or there is none yet (a new cluster makes one)."""
+    if not isinstance(renew_days, int) or isinstance(renew_days, bool) or renew_days < 0:
+        raise AnsibleFilterError('certificate_ca_renewal_reason: renew_days must be a whole number of days >= 0, got %s'
+                                 % (quote(renew_days),))
+    if not HAS_CRYPTOGRAPHY or not os.path.isfile(ca_cert_path):
+        return ''
+    try:
+        ca = x509.load_pem_x509_certificate(_read(ca_cert_path))
+    except (ValueError, TypeError, IOError, OSError) as exc:
+        return 'cannot read the CA certificate %s: %s' % (ca_cert_path, exc.__class__.__name__)
+    return ca_renewal_reason(ca, ca_cert_path, renew_days, now or datetime.datetime.now(datetime.timezone.utc))
+
+
 class FilterModule(object):
     def filters(self):
-        return {'certificate_renewal_reason': certificate_renewal_reason}
+        return {'certificate_renewal_reason': certificate_renewal_reason,
+                'certificate_ca_renewal_reason': certificate_ca_renewal_reason}

@@ -14,6 +14,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
 
 try:
     import tomllib
@@ -49,8 +50,8 @@ def _config_version(doc, text, what):
         version = doc['version']
     if isinstance(version, bool) or not isinstance(version, int) or version not in (2, 3):
         raise AnsibleFilterError(
-            '%s has config version %r; accepted: 2 (containerd 1.x) or 3 (containerd 2.x). '
-            'Migrate it first with "containerd config migrate".' % (what, version))
+            '%s has config version %s; accepted: 2 (containerd 1.x) or 3 (containerd 2.x). '
+            'Migrate it first with "containerd config migrate".' % (what, quote(version)))
     return version
 
 
@@ -59,7 +60,7 @@ def containerd_config_info(text, what='/etc/containerd/config.toml'):
     doc = _loads(text, what)
     imports = doc.get('imports', [])
     if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
-        raise AnsibleFilterError('%s: imports must be a list of paths, got %r' % (what, imports))
+        raise AnsibleFilterError('%s: imports must be a list of paths, got %s' % (what, quote(imports)))
     return {'version': _config_version(doc, text, what), 'imports': imports}
 
 
@@ -108,7 +109,7 @@ def _toml_value(value):
         return '[' + ', '.join(_toml_value(v) for v in value) + ']'
     if hasattr(value, 'isoformat'):
         return value.isoformat()
-    raise AnsibleFilterError('cannot write %r (%s) as TOML' % (value, type(value).__name__))
+    raise AnsibleFilterError('cannot write %s (%s) as TOML' % (quote(value), type(value).__name__))
 
 
 def _is_table_array(value):
@@ -279,7 +280,7 @@ def containerd_nvidia_dropin(main_text, imported_paths, contents, default_config
 def containerd_major(version_output):
     match = re.search(r'\sv?(\d+)\.(\d+)\.', ' ' + to_text(version_output or ''))
     if not match:
-        raise AnsibleFilterError('cannot read a containerd version from %r' % (version_output,))
+        raise AnsibleFilterError('cannot read a containerd version from %s' % (quote(version_output),))
     return int(match.group(1))
 
 
@@ -322,12 +323,12 @@ def docker_daemon_merge(text, runtime_name='nvidia', binary_path='/usr/bin/nvidi
     wanted = copy.deepcopy(data)
     runtimes = wanted.get('runtimes', {})
     if not isinstance(runtimes, dict):
-        raise AnsibleFilterError('%s: "runtimes" must be an object, found %r' % (what, runtimes))
+        raise AnsibleFilterError('%s: "runtimes" must be an object, found %s' % (what, quote(runtimes)))
     entry = dict(runtimes.get(runtime_name) or {})
     entry['path'] = binary_path
     if runtime_args and (isinstance(runtime_args, str) or not isinstance(runtime_args, (list, tuple))
                          or not all(isinstance(a, str) for a in runtime_args)):
-        raise AnsibleFilterError('container_runtime_nvidia_runtime_args: %r is not a list of strings' % (runtime_args,))
+        raise AnsibleFilterError('container_runtime_nvidia_runtime_args: %s is not a list of strings' % (quote(runtime_args),))
     if runtime_args:
         entry['runtimeArgs'] = list(runtime_args)
     else:
@@ -347,15 +348,15 @@ def docker_daemon_merge(text, runtime_name='nvidia', binary_path='/usr/bin/nvidi
 def nvidia_toolkit_packages(version, revision='1', pkg_mgr='apt'):
     """Package specs of the NVIDIA Container Toolkit at one exact version, as its guide installs them."""
     if not isinstance(version, str) or not re.match(r'^\d+\.\d+\.\d+(~rc\.\d+)?\Z', version):
-        raise AnsibleFilterError('NVIDIA Container Toolkit version %r is not an exact version such as 1.18.2' % (version,))
+        raise AnsibleFilterError('NVIDIA Container Toolkit version %s is not an exact version such as 1.18.2' % (quote(version),))
     if isinstance(revision, bool) or not re.match(r'^\d+\Z', to_text(revision if revision is not None else '')):
-        raise AnsibleFilterError('package revision %r must be a number such as 1' % (revision,))
+        raise AnsibleFilterError('package revision %s must be a number such as 1' % (quote(revision),))
     full = '%s-%s' % (version, revision)
     if pkg_mgr == 'apt':
         return ['%s=%s' % (name, full) for name in TOOLKIT_PACKAGES]
     if pkg_mgr in ('dnf', 'dnf5', 'yum'):
         return ['%s-%s' % (name, full) for name in TOOLKIT_PACKAGES]
-    raise AnsibleFilterError('package manager %r is not supported (accepted: apt, dnf, dnf5, yum)' % (pkg_mgr,))
+    raise AnsibleFilterError('package manager %s is not supported (accepted: apt, dnf, dnf5, yum)' % (quote(pkg_mgr),))
 
 
 _EXPECTED = {

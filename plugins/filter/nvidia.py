@@ -15,6 +15,7 @@ import re
 from ansible_collections.gpucluster.core.plugins.module_utils import nvidia_packages
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import nvidia_pci_kind
 from ansible_collections.gpucluster.core.plugins.module_utils.stack_versions import parse_proc_driver_version
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
 
 try:
@@ -80,10 +81,10 @@ def _vtuple(version):
 def _version_text(version, name, example):
     """A version must arrive as a string: YAML reads an unquoted 12.10 as the number 12.1."""
     if isinstance(version, bool) or isinstance(version, (int, float)):
-        _fail('%s: %r is a number, not a string (YAML reads an unquoted 12.10 as 12.1 and 535.10 as 535.1); '
-              'quote it, for example "%s"' % (name, version, example))
+        _fail('%s: %s is a number, not a string (YAML reads an unquoted 12.10 as 12.1 and 535.10 as 535.1); '
+              'quote it, for example "%s"' % (name, quote(version), example))
     if not isinstance(version, str):
-        _fail('%s: %r is not a version string such as "%s"' % (name, version, example))
+        _fail('%s: %s is not a version string such as "%s"' % (name, quote(version), example))
     return version
 
 
@@ -286,7 +287,7 @@ def nvidia_driver_plan(version, source, distribution, major, module_type, headle
     if packages_override:
         if not isinstance(packages_override, (list, tuple)) or not all(
                 isinstance(n, str) and re.match(r'^[A-Za-z0-9][A-Za-z0-9+._-]*\Z', n) for n in packages_override):
-            _fail('nvidia_driver_packages: %r is not a list of package names' % (packages_override,))
+            _fail('nvidia_driver_packages: %s is not a list of package names' % (quote(packages_override),))
         plan['packages'] = list(packages_override)
         plan['carrier'] = plan['packages'][0]
         plan['unpinned'] = [n for n in plan['unpinned'] if n in plan['packages']]
@@ -299,14 +300,32 @@ def nvidia_driver_plan(version, source, distribution, major, module_type, headle
     return plan
 
 
-def nvidia_installed_matches(installed, plan):
+def _native_entries(installed, architecture):
+    """package_facts' packages with only the entries of the node's own architecture (and of none):
+    a name whose only entries are foreign (an i386 library on an amd64 node) is not installed."""
+    if not architecture:
+        return installed
+    native = {}
+    for name, entries in installed.items():
+        mine = [e for e in entries or [] if not nvidia_packages.foreign_package(
+            e.get('arch') if isinstance(e, dict) else None, architecture)]
+        if mine:
+            native[name] = mine
+    return native
+
+
+def nvidia_installed_matches(installed, plan, architecture=None):
     """Compare package_facts' packages with a plan.
+
+    ``architecture`` is the node's (ansible_facts['architecture']): package entries of another
+    architecture (multiarch: an i386 driver library beside the amd64 one) are not the node's and are
+    ignored; without it every entry counts.
 
     Returns {'current': bool, 'installed_version': upstream version of the carrier or '',
              'stale': [names installed at another driver version],
              'obsolete': [installed names that the plan replaces]}.
     """
-    installed = installed or {}
+    installed = _native_entries(installed or {}, architecture)
     version = plan['version_glob'][:-2]
     stale = []
     for name in plan['packages']:
@@ -404,7 +423,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
     ``hold`` holds package names on both families: gpucluster.core.package_hold locks the installed version
     on dnf, which the install specs pin."""
     if isinstance(versions, str) or not isinstance(versions, (list, tuple)):
-        _fail('cuda_toolkit_versions: %r is not a list of version strings such as ["12.4"]' % (versions,))
+        _fail('cuda_toolkit_versions: %s is not a list of version strings such as ["12.4"]' % (quote(versions),))
     infos = [cuda_version_info(v) for v in versions]
     default_info = cuda_version_info(default)
     if default_info['short'] not in [i['short'] for i in infos]:
@@ -466,27 +485,46 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
     }
 
 
-def apt_specs_unsatisfied(specs, dpkg_lines):
+def apt_specs_unsatisfied(specs, dpkg_lines, architecture=None):
     """The apt install specs (``name`` or ``name=VERSION-GLOB``) that the installed packages do not
-    satisfy yet. ``dpkg_lines``: ``dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n'``
-    lines; a package counts as installed only in state ``ii`` or ``hi`` (half-installed, unpacked or
-    config-files packages are not). An empty result means ``apt: state=present`` would change
-    nothing, so the role can skip the apt module, whose pin and candidate resolution over the whole
-    package cache costs a minute of CPU on a converged node."""
+    satisfy yet. ``dpkg_lines``:
+    ``dpkg-query -W -f '${binary:Package} ${Version} ${db:Status-Abbrev}\\n'`` lines; a package counts
+    as installed only in state ``ii`` or ``hi`` (half-installed, unpacked or config-files packages are
+    not). An empty result means ``apt: state=present`` would change nothing, so the role can skip the
+    apt module, whose pin and candidate resolution over the whole package cache costs a minute of CPU
+    on a converged node.
+
+    ``architecture`` is the node's (ansible_facts['architecture'] or its dpkg name). On a node with
+    more than one dpkg architecture, dpkg-query lists a name once per architecture
+    (``libnvidia-compute-550:amd64`` and ``libnvidia-compute-550:i386``): only the node's own
+    architecture (or ``all``) satisfies a spec, so an i386 package at the wanted version never makes
+    apt skip the amd64 one. Every line of the node's architecture must satisfy the spec. Without
+    ``architecture``, a line qualified with an architecture fails the filter (it cannot tell which
+    architecture is the node's).
+    """
     if isinstance(specs, str) or not isinstance(specs, (list, tuple)):
-        _fail('apt specs must be a list of strings such as ["nvidia-smi=535.309.01-*"] (got %r)' % (specs,))
+        _fail('apt specs must be a list of strings such as ["nvidia-smi=535.309.01-*"] (got %s)' % (quote(specs),))
     if isinstance(dpkg_lines, str):
         dpkg_lines = dpkg_lines.splitlines()
     installed = {}
     for line in dpkg_lines or []:
         fields = str(line).split()
-        if len(fields) >= 3 and fields[2][:2] in ('ii', 'hi'):
-            installed[fields[0].split(':', 1)[0]] = fields[1]
+        if not fields:
+            continue
+        name, _sep, qualifier = fields[0].partition(':')
+        if qualifier and not architecture:
+            _fail('apt_specs_unsatisfied: the line %s names an architecture; pass the node\'s architecture '
+                  '(ansible_facts[\'architecture\']) after the dpkg-query lines' % quote(str(line)))
+        if qualifier and nvidia_packages.foreign_package(qualifier, architecture):
+            continue
+        ok = len(fields) >= 3 and fields[2][:2] in ('ii', 'hi')
+        # Every line of the node's own architecture counts: one not installed (or another version) is unsatisfied.
+        installed.setdefault(name, []).append(fields[1] if ok else None)
     missing = []
     for spec in specs:
         name, _sep, glob = str(spec).partition('=')
-        version = installed.get(name)
-        if version is None or (glob and not fnmatch.fnmatchcase(version, glob)):
+        versions = installed.get(name) or [None]
+        if any(version is None or (glob and not fnmatch.fnmatchcase(version, glob)) for version in versions):
             missing.append(spec)
     return missing
 
@@ -500,14 +538,16 @@ _EXPECTED = {
     'nvidia_kernel_module_type': 'nvidia_driver_kernel_module_type, nvidia_driver_version and a list of devices',
     'nvidia_driver_plan': 'nvidia_driver_version, nvidia_driver_source, the OS, the module type and '
                           'nvidia_driver_packages as a list of package names',
-    'nvidia_installed_matches': "package_facts' packages (a dict of name to a list of {version}) and a plan",
+    'nvidia_installed_matches': "package_facts' packages (a dict of name to a list of {version, arch}), a plan "
+                                "and the node's architecture",
     'nvidia_reboot_required': 'the installed driver version and the /proc texts',
     'cuda_version_info': 'cuda_toolkit_version as a string such as "12.4"',
     'cuda_min_driver': 'a CUDA version string and cuda_toolkit_driver_compatibility (full or minor)',
     'cuda_driver_check': 'cuda_toolkit_versions as a list of strings and the driver version',
     'cuda_toolkit_plan': 'cuda_toolkit_versions as a list of strings such as ["12.4"], cuda_toolkit_version, '
                          'cuda_toolkit_source, the OS, cuda_toolkit_cudnn_version and cuda_toolkit_nccl_version',
-    'apt_specs_unsatisfied': "a list of apt install specs and dpkg-query's 'Package Version Status' lines",
+    'apt_specs_unsatisfied': "a list of apt install specs, dpkg-query's 'binary:Package Version Status' lines "
+                             "and the node's architecture",
 }
 
 

@@ -16,6 +16,8 @@ import binascii
 import hashlib
 import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
+
 try:
     from ansible.errors import AnsibleFilterError
 except ImportError:  # pragma: no cover - only without ansible-core installed
@@ -169,7 +171,7 @@ def openpgp_key_errors(text, expected, variable, source):
     """
     want = normalize_fingerprint(expected)
     if want is None:
-        return ['%s must be the key\'s full fingerprint, 40 (v4) or 64 (v6) hex digits (got %r)' % (variable, expected)]
+        return ['%s must be the key\'s full fingerprint, 40 (v4) or 64 (v6) hex digits (got %s)' % (variable, quote(expected))]
     try:
         found = primary_fingerprints(text)
     except OpenPGPError as exc:

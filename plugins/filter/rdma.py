@@ -10,9 +10,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import math
 import re
 
-from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+from ansible_collections.gpucluster.core.plugins.filter.config_values import SHOW_LIMIT, guarded, number_problem
+from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, normalize_options
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -48,8 +50,38 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+class _Brief(object):
+    """A value in a message: its repr() (or text) at most SHOW_LIMIT characters, so no message copies a huge value."""
+
+    def __init__(self, value, text=False):
+        self.value = value
+        self.text = text
+
+    def _render(self, render):
+        value = self.value
+        if isinstance(value, str) and len(value) > SHOW_LIMIT:
+            value = value[:SHOW_LIMIT]
+        elif isinstance(value, (list, tuple, dict, set)) and len(value) > 16:
+            return '<a %s of %d items>' % (type(value).__name__, len(value))
+        try:
+            out = render(value)
+        except RecursionError:  # pragma: no cover - a value that contains itself
+            out = '<%s>' % type(value).__name__
+        return out if len(out) <= SHOW_LIMIT else out[:SHOW_LIMIT - 3] + '...'
+
+    def __repr__(self):
+        return self._render(repr)
+
+    def __str__(self):
+        return self._render(str) if self.text else self._render(repr)
+
+
+def _r(value, text=False):
+    return _Brief(value, text)
+
+
 def _choice_error(name, choices, value):
-    return '%s must be one of %s (got %r)' % (name, ', '.join(choices), value)
+    return '%s must be one of %s (got %r)' % (name, ', '.join(choices), _r(value))
 
 
 def _version_tuple(text):
@@ -79,14 +111,14 @@ def ipoib_host_index(cfg):
     explicit = cfg.get('rdma_ipoib_host_index')
     if explicit not in (None, '', 0):
         if not _is_int(explicit) or explicit < 1:
-            return None, 'rdma_ipoib_host_index must be a positive integer, or 0 for the computed index (got %r)' % (explicit,)
+            return None, 'rdma_ipoib_host_index must be a positive integer, or 0 for the computed index (got %r)' % (_r(explicit),)
         return explicit, None
     group = cfg.get('rdma_ipoib_group')
     members = sorted(cfg.get('group_hosts') or [])
     host = cfg.get('inventory_hostname')
     offset = cfg.get('rdma_ipoib_index_offset')
     if not _is_int(offset) or offset < 1:
-        return None, 'rdma_ipoib_index_offset must be a positive integer (got %r)' % (offset,)
+        return None, 'rdma_ipoib_index_offset must be a positive integer (got %r)' % (_r(offset),)
     if host not in members:
         return None, ('%s is not in group %s (rdma_ipoib_group), so it has no IPoIB address index; set '
                       'rdma_ipoib_host_index or an explicit address' % (host, group))
@@ -148,7 +180,7 @@ def ipoib_errors(cfg):
     entries = _ipoib_entries(cfg)
     if entries is None:
         return ['rdma_ipoib_interfaces must be a list of {name, subnet, address?, mtu?, mode?} (got %r)'
-                % (cfg.get('rdma_ipoib_interfaces'),)]
+                % (_r(cfg.get('rdma_ipoib_interfaces')),)]
     if not entries:
         return errors
     if cfg.get('rdma_fabric') != 'infiniband':
@@ -159,7 +191,7 @@ def ipoib_errors(cfg):
     for pos, entry in entries:
         label = 'rdma_ipoib_interfaces[%d]' % pos
         if not isinstance(entry, dict):
-            errors.append('%s must be a dict with name and subnet (got %r)' % (label, entry))
+            errors.append('%s must be a dict with name and subnet (got %r)' % (label, _r(entry)))
             continue
         unknown = sorted(set(entry) - set(('name', 'subnet', 'address', 'mtu', 'mode')))
         if unknown:
@@ -168,16 +200,16 @@ def ipoib_errors(cfg):
         name = entry.get('name')
         if not isinstance(name, str) or not _IFNAME_RE.match(name):
             errors.append('%s.name must be an interface name of at most 15 letters, digits, "_", ".", ":" or "-" '
-                          '(got %r)' % (label, name))
+                          '(got %r)' % (label, _r(name)))
         else:
             names.append(name)
         mode = entry.get('mode', cfg.get('rdma_ipoib_mode'))
         if mode not in IPOIB_MODES:
-            errors.append('%s.mode (or rdma_ipoib_mode) must be datagram or connected (got %r)' % (label, mode))
+            errors.append('%s.mode (or rdma_ipoib_mode) must be datagram or connected (got %r)' % (label, _r(mode)))
             mode = None
         mtu = entry.get('mtu', cfg.get('rdma_ipoib_mtu'))
         if not _is_int(mtu):
-            errors.append('%s.mtu (or rdma_ipoib_mtu) must be an integer (got %r)' % (label, mtu))
+            errors.append('%s.mtu (or rdma_ipoib_mtu) must be an integer (got %r)' % (label, _r(mtu)))
         elif mode and not IPOIB_MTU_MIN <= mtu <= IPOIB_MTU_MAX[mode]:
             errors.append('%s.mtu %d cannot be carried by IPoIB in %s mode: accepted %d to %d (%s)'
                           % (label, mtu, mode, IPOIB_MTU_MIN, IPOIB_MTU_MAX[mode],
@@ -186,7 +218,7 @@ def ipoib_errors(cfg):
         try:
             net = _parse_subnet(entry.get('subnet'))
         except ValueError as exc:
-            errors.append('%s.subnet must be a network such as 10.20.0.0/16 (%s)' % (label, exc))
+            errors.append('%s.subnet must be a network such as 10.20.0.0/16 (%s)' % (label, _r(str(exc), text=True)))
             continue
         first, last = _usable(net)
         address = entry.get('address')
@@ -194,12 +226,12 @@ def ipoib_errors(cfg):
             try:
                 ip = ipaddress.ip_address(_host_part(address))
             except ValueError as exc:
-                errors.append('%s.address must be an IP address inside %s (%s)' % (label, net, exc))
+                errors.append('%s.address must be an IP address inside %s (%s)' % (label, net, _r(str(exc), text=True)))
                 continue
             if '/' in str(address) and str(address).partition('/')[2] != str(net.prefixlen):
-                errors.append('%s.address %s has another prefix length than subnet %s' % (label, address, net))
+                errors.append('%s.address %s has another prefix length than subnet %s' % (label, _r(address, text=True), net))
             if ip not in net or not first <= int(ip) - int(net.network_address) <= last:
-                errors.append('%s.address %s is not a usable address of subnet %s' % (label, address, net))
+                errors.append('%s.address %s is not a usable address of subnet %s' % (label, _r(address, text=True), net))
             continue
         index, err = ipoib_host_index(cfg)
         if err:
@@ -225,21 +257,21 @@ def _doca_errors(cfg):
         value = cfg.get(key)
         if not isinstance(value, str) or not _URL_RE.match(value):
             errors.append('rdma_stack: doca needs %s, an http(s) URL without white space, quotes or "#" (got %r)'
-                          % (key, value))
+                          % (key, _r(value)))
     fpr = normalize_fingerprint(cfg.get('rdma_doca_repo_key_fingerprint'))
     if not _FPR_RE.match(fpr):
         errors.append('rdma_stack: doca needs rdma_doca_repo_key_fingerprint, the full fingerprint (40 or 64 hex digits) of '
                       "the repository's signing key (got %r); the key is checked against it before apt trusts it"
-                      % (cfg.get('rdma_doca_repo_key_fingerprint'),))
+                      % (_r(cfg.get('rdma_doca_repo_key_fingerprint')),))
     version = cfg.get('rdma_doca_version')
     if not isinstance(version, str) or not version or not _WORD_RE.match(version):
         errors.append('rdma_stack: doca needs rdma_doca_version, the exact package version (quoted string) of %s '
                       'as apt-cache madison prints it (got %r)'
-                      % ((cfg.get('rdma_doca_packages') or ['doca-ofed'])[0], version))
+                      % (_r((cfg.get('rdma_doca_packages') or ['doca-ofed'])[0], text=True), _r(version)))
     packages = cfg.get('rdma_doca_packages')
     if not isinstance(packages, list) or not packages or not all(
             isinstance(p, str) and _WORD_RE.match(p) for p in packages):
-        errors.append('rdma_doca_packages must be a non-empty list of package names (got %r)' % (packages,))
+        errors.append('rdma_doca_packages must be a non-empty list of package names (got %r)' % (_r(packages),))
     if cfg.get('os_family') != 'Debian':
         errors.append('rdma_stack: doca is supported on Debian and Ubuntu by this role; this host is %s'
                       % cfg.get('os_family'))
@@ -250,19 +282,19 @@ def _roce_errors(cfg):
     errors = []
     prio = cfg.get('rdma_roce_pfc_priority')
     if not _is_int(prio) or not 0 <= prio <= 7:
-        errors.append('rdma_roce_pfc_priority must be an 802.1p priority 0 to 7 (got %r)' % (prio,))
+        errors.append('rdma_roce_pfc_priority must be an 802.1p priority 0 to 7 (got %r)' % (_r(prio),))
     dscp = cfg.get('rdma_roce_dscp')
     if not _is_int(dscp) or not 0 <= dscp <= 63:
-        errors.append('rdma_roce_dscp must be a DSCP value 0 to 63 (got %r)' % (dscp,))
+        errors.append('rdma_roce_dscp must be a DSCP value 0 to 63 (got %r)' % (_r(dscp),))
     tos = cfg.get('rdma_roce_tos')
     if not _is_int(tos) or not 0 <= tos <= 255:
-        errors.append('rdma_roce_tos must be a ToS byte 0 to 255 (got %r)' % (tos,))
+        errors.append('rdma_roce_tos must be a ToS byte 0 to 255 (got %r)' % (_r(tos),))
     elif _is_int(dscp) and 0 <= dscp <= 63 and tos >> 2 != dscp:
         errors.append('rdma_roce_tos %d carries DSCP %d, not rdma_roce_dscp %r: RDMA CM traffic would miss the '
-                      'lossless class (ToS = DSCP * 4 + ECN bits, e.g. 106 for DSCP 26)' % (tos, tos >> 2, dscp))
+                      'lossless class (ToS = DSCP * 4 + ECN bits, e.g. 106 for DSCP 26)' % (tos, tos >> 2, _r(dscp)))
     devices = cfg.get('rdma_roce_devices')
     if not isinstance(devices, list) or not all(isinstance(d, str) and _RDMA_DEV_RE.match(d) for d in devices):
-        errors.append('rdma_roce_devices must be a list of RDMA device names such as mlx5_0 (got %r)' % (devices,))
+        errors.append('rdma_roce_devices must be a list of RDMA device names such as mlx5_0 (got %r)' % (_r(devices),))
     return errors
 
 
@@ -280,12 +312,12 @@ def _sm_errors(cfg):
         if (not isinstance(hosts, list) or len(hosts) != 2 or len(set(map(str, hosts))) != 2
                 or not all(h in inventory for h in hosts)):
             errors.append('rdma_subnet_manager: host needs rdma_subnet_manager_hosts, two different inventory hosts '
-                          '(master first, standby second) (got %r)' % (hosts,))
+                          '(master first, standby second) (got %r)' % (_r(hosts),))
         prios = cfg.get('rdma_subnet_manager_priorities')
         if (not isinstance(prios, list) or len(prios) != 2 or not all(_is_int(p) and 0 <= p <= 15 for p in prios)
                 or prios[0] <= prios[1]):
             errors.append('rdma_subnet_manager_priorities must be two OpenSM priorities 0 to 15, the first (master) '
-                          'higher than the second (got %r)' % (prios,))
+                          'higher than the second (got %r)' % (_r(prios),))
     return errors
 
 
@@ -313,7 +345,7 @@ def _gpudirect_errors(cfg):
     cuda = cfg.get('cuda_toolkit_version')
     cuda_v = _version_tuple(cuda) if cuda not in (None, '') else None
     if cuda_v is not None and cuda_v < DMABUF_MIN_CUDA:
-        errors.append('rdma_gpudirect: dmabuf needs CUDA 11.7 or newer; cuda_toolkit_version is %s' % cuda)
+        errors.append('rdma_gpudirect: dmabuf needs CUDA 11.7 or newer; cuda_toolkit_version is %s' % _r(cuda, text=True))
     return errors
 
 
@@ -322,26 +354,27 @@ def _nccl_errors(cfg):
     ifname = cfg.get('rdma_nccl_socket_ifname')
     if not isinstance(ifname, str) or (ifname and not re.match(r'^[=^]?[A-Za-z0-9_.:,-]+\Z', ifname)):
         errors.append('rdma_nccl_socket_ifname must be an interface name or NCCL prefix list such as ib0 or =eth0 '
-                      '(got %r)' % (ifname,))
+                      '(got %r)' % (_r(ifname),))
     hcas = cfg.get('rdma_nccl_ib_hca')
     if not isinstance(hcas, list) or not all(isinstance(h, str) and re.match(r'^[A-Za-z0-9_]+(:[0-9]+)?\Z', h)
                                              for h in hcas):
         errors.append('rdma_nccl_ib_hca must be a list of RDMA devices, optionally with a port (mlx5_0, mlx5_1:1) '
-                      '(got %r)' % (hcas,))
+                      '(got %r)' % (_r(hcas),))
     extra = cfg.get('rdma_nccl_extra')
     if not isinstance(extra, dict):
-        errors.append('rdma_nccl_extra must be a dict of NCCL_* settings (got %r)' % (extra,))
+        errors.append('rdma_nccl_extra must be a dict of NCCL_* settings (got %r)' % (_r(extra),))
     else:
         for key in sorted(extra, key=str):
             value = extra[key]
             if not isinstance(key, str) or not _NCCL_KEY_RE.match(key):
-                errors.append('rdma_nccl_extra: %r is not an NCCL_* variable name' % (key,))
+                errors.append('rdma_nccl_extra: %r is not an NCCL_* variable name' % (_r(key),))
             elif _NCCL_REFUSED_RE.match(key):
                 errors.append('rdma_nccl_extra: %s does not belong in /etc/nccl.conf (read by every job); set debug '
                               'variables in the job environment and let NCCL pick the GID index' % key)
-            elif isinstance(value, (dict, list)) or value is None or not _WORD_RE.match(str(value)):
+            elif (isinstance(value, (dict, list)) or value is None or not _WORD_RE.match(str(value))
+                  or (isinstance(value, float) and not math.isfinite(value))):
                 errors.append('rdma_nccl_extra.%s must be one word without white space, quotes or "#" (got %r)'
-                              % (key, value))
+                              % (key, _r(value)))
     return errors
 
 
@@ -360,7 +393,7 @@ def rdma_input_errors(cfg):
     if fabric == 'none':
         return errors
     if cfg.get('rdma_stack') not in STACKS:
-        errors.append('rdma_stack must be inbox or doca (got %r)' % (cfg.get('rdma_stack'),))
+        errors.append('rdma_stack must be inbox or doca (got %r)' % (_r(cfg.get('rdma_stack')),))
     elif cfg.get('rdma_stack') == 'doca':
         errors.extend(_doca_errors(cfg))
     elif cfg.get('os_family') not in ('Debian', 'RedHat'):
@@ -368,7 +401,7 @@ def rdma_input_errors(cfg):
                       % cfg.get('os_family'))
     extra = cfg.get('rdma_extra_packages')
     if not isinstance(extra, list) or not all(isinstance(p, str) and _WORD_RE.match(p) for p in extra):
-        errors.append('rdma_extra_packages must be a list of package names (got %r)' % (extra,))
+        errors.append('rdma_extra_packages must be a list of package names (got %r)' % (_r(extra),))
     if cfg.get('rdma_network_renderer') not in RENDERERS:
         errors.append(_choice_error('rdma_network_renderer', RENDERERS, cfg.get('rdma_network_renderer')))
     errors.extend(ipoib_errors(cfg))
@@ -420,12 +453,38 @@ def rdma_nccl_settings(cfg, rdma=None, default_ifname=''):
     return settings
 
 
+def rdma_option_errors(options, prefix='health_check_rdma_'):
+    """Messages for the fabric options of rdma_facts and the node health program ([] when fine).
+
+    ``options``: {'expected_rate_gbps': ..., 'ignore_ports': [...]}, each named ``prefix`` + key in a
+    message. The rules are rdma_sysfs.normalize_options' (the node applies the same); a rate of 0 or
+    null means no rate check, and a rate written as digits in a string counts as the number (the role
+    writes it with ``| float``)."""
+    if not isinstance(options, dict):
+        raise AnsibleFilterError('rdma_option_errors expects a dict of expected_rate_gbps and ignore_ports')
+    errors = []
+    rate = options.get('expected_rate_gbps')
+    if rate is not None and not isinstance(rate, bool):
+        number, _problem = number_problem(rate)
+        rate = number if number is not None else rate
+    try:
+        normalize_options(rate or None if not isinstance(rate, bool) else rate, None)
+    except RdmaOptionError as exc:
+        errors.append(prefix + str(exc))
+    try:
+        normalize_options(None, options.get('ignore_ports'))
+    except RdmaOptionError as exc:
+        errors.append(prefix + str(exc))
+    return errors
+
+
 _EXPECTED = {
     'rdma_input_errors': 'a dict of the rdma role variables and host context',
     'rdma_ipoib_plan': 'a dict of the rdma role variables and host context',
     'rdma_fabric_hcas': "rdma_facts' ansible_facts.rdma and a fabric name",
     'rdma_nccl_settings': 'a dict of the rdma role variables, rdma_facts and an interface name',
     'rdma_normalize_fingerprint': 'a fingerprint string',
+    'rdma_option_errors': 'a dict of expected_rate_gbps and ignore_ports',
 }
 
 
@@ -437,5 +496,6 @@ class FilterModule(object):
             'rdma_fabric_hcas': rdma_fabric_hcas,
             'rdma_nccl_settings': rdma_nccl_settings,
             'rdma_normalize_fingerprint': normalize_fingerprint,
+            'rdma_option_errors': rdma_option_errors,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

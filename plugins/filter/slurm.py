@@ -15,6 +15,7 @@ import base64
 import re
 
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+from ansible_collections.gpucluster.core.plugins.module_utils import scheduler
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -220,20 +221,42 @@ def real_memory(memory_mib, reserve_mib=1024, reserve_percent=0, round_mib=1024)
     return value
 
 
-def expand_files(spec):
-    """'/dev/nvidia[0-1,3]' -> ['/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia3'] (the reverse of compress_files)."""
+# The most device files one gres.conf File= value may name when it is read back: a node has at most 255
+# NVIDIA device minors (/dev/nvidia0..254; 255 is nvidiactl). A range beyond that is refused, never expanded.
+GRES_FILES_MAX = 256
+_DEVICE_RE = re.compile(r'^/dev/nvidia([0-9]+)\Z')
+
+
+def expand_files(spec, where=None):
+    """'/dev/nvidia[0-1,3]' -> ['/dev/nvidia0', '/dev/nvidia1', '/dev/nvidia3'] (the reverse of compress_files).
+
+    At most GRES_FILES_MAX files: a larger or reversed range is refused (naming ``where``, the gres.conf
+    line it comes from, when given) before anything is expanded.
+    """
+    if spec is None:
+        return []
+    if not isinstance(spec, str):
+        _fail('slurm: a gres.conf File= value must be text, got %s' % type(spec).__name__)
+    origin = ' in gres.conf line %r' % (where[:160],) if where else ' of gres.conf'
     out = []
-    for part in re.findall(r'[^,\[]+(?:\[[^\]]*\])?', spec or ''):
+    for part in re.findall(r'[^,\[]+(?:\[[^\]]*\])?', spec):
         m = re.match(r'^(.*)\[([0-9,-]+)\]$', part)
         if not m:
             out.append(part)
             continue
         for chunk in m.group(2).split(','):
             first, _sep, last = chunk.partition('-')
-            if not first.isdigit() or (last and not last.isdigit()):
-                _fail('slurm: cannot read the device range %r of gres.conf' % part)
-            for n in range(int(first), int(last or first) + 1):
-                out.append('%s%d' % (m.group(1), n))
+            if not re.match(r'^[0-9]{1,12}\Z', first) or (last and not re.match(r'^[0-9]{1,12}\Z', last)):
+                _fail('slurm: cannot read the device range %r%s' % (part[:80], origin))
+            low, high = int(first), int(last or first)
+            if high < low or len(out) + high - low + 1 > GRES_FILES_MAX:
+                _fail('slurm: the device range %r%s is not accepted: %s; at most %d device files are read'
+                      % (part[:80], origin, 'it runs backwards' if high < low else
+                         'it names %d device files' % (len(out) + high - low + 1), GRES_FILES_MAX))
+            out.extend('%s%d' % (m.group(1), n) for n in range(low, high + 1))
+    if len(out) > GRES_FILES_MAX:
+        _fail('slurm: the File= value %r%s names %d device files; at most %d are read'
+              % (spec[:80], origin, len(out), GRES_FILES_MAX))
     return out
 
 
@@ -295,9 +318,9 @@ def kept_nodes(conf_text, gres_text):
             groups[key] = {'type': f.get('type', ''), 'count': 0, 'files': [], 'minors': [], 'cores': []}
             nodes[f['nodename']]['gres'].append(groups[key])
         group = groups[key]
-        files = expand_files(f['file'])
+        files = expand_files(f['file'], line)
         group['files'] += files
-        group['minors'] += [int(x[len('/dev/nvidia'):]) for x in files if x[len('/dev/nvidia'):].isdigit()]
+        group['minors'] += [int(m.group(1)) for m in (_DEVICE_RE.match(x) for x in files) if m]
         group['count'] += len(files)
         group['cores'] += [f.get('cores')] * len(files)
     for group in groups.values():
@@ -308,6 +331,18 @@ def kept_nodes(conf_text, gres_text):
 
 def _gres_count(gres):
     return sum(g['count'] for g in gres or [])
+
+
+def _files_twice(gres):
+    """Device files a node's GRES groups name more than once."""
+    seen = set()
+    twice = []
+    for group in gres or []:
+        for path in group.get('files') or []:
+            if path in seen and path not in twice:
+                twice.append(path)
+            seen.add(path)
+    return twice
 
 
 def cluster_nodes(compute, kept=None):
@@ -353,6 +388,28 @@ def cluster_nodes(compute, kept=None):
         out['names'][host] = node['name']
     out['nodes'].sort(key=lambda n: n['name'])
     return out
+
+
+def gpu_identity_problems(gpu):
+    """Problems with the GPUs' identities in ``gpu_facts``: a GPU listed twice (same UUID, PCI bus id,
+    index or device minor). Counts alone cannot see one GPU listed twice and another missing."""
+    devices = [d for d in (gpu or {}).get('devices') or [] if isinstance(d, dict)]
+    problems = []
+    for key, label in (('uuid', 'UUID'), ('pci_address', 'PCI bus id'), ('index', 'index'),
+                       ('minor_number', 'minor number')):
+        seen = {}
+        for dev in devices:
+            value = dev.get(key)
+            if key == 'minor_number' and value is None:
+                value = dev.get('index')
+            if value is None or value == '':
+                continue
+            seen[str(value)] = seen.get(str(value), 0) + 1
+        twice = sorted(v for v, n in seen.items() if n > 1)
+        if twice:
+            problems.append('nvidia-smi lists the GPU with %s %s more than once' % (
+                label, ', '.join(v[:60] for v in twice[:3])))
+    return problems
 
 
 def _health_summary(gpu):
@@ -428,6 +485,9 @@ def node_plan(report, gpu=None, settings=None, previous=None):
     live_count = _gres_count(live)
     if critical:
         problems.append('GPU health critical: %s' % _health_summary(gpu))
+    # A GPU listed twice gives no usable device files (gres.conf would name one twice and miss another).
+    twice = gpu_identity_problems(gpu) if gathered else []
+    problems += twice
     declared = _declared(s.get('gpus'))
     if declared is not None:
         count = _whole(declared, 'slurm_node_gpus')
@@ -438,9 +498,9 @@ def node_plan(report, gpu=None, settings=None, previous=None):
         gres = []
         if count:
             kept = list((previous or {}).get('gres') or [])
-            if live and live_count == count and not critical:
+            if live and live_count == count and not critical and not twice:
                 source = live
-            elif kept and _gres_count(kept) == count:
+            elif kept and _gres_count(kept) == count and not _files_twice(kept):
                 source = kept
             else:
                 source = [{'files': ['/dev/nvidia%d' % i for i in range(count)], 'cores': []}]
@@ -464,10 +524,11 @@ def node_plan(report, gpu=None, settings=None, previous=None):
                          % (name, ','.join('%s:%d' % (g['type'], g['count']) for g in gres)))
         if gathered and live_count != _gres_count(gres):
             problems.append('slurm.conf has %d GPUs but nvidia-smi reports %d' % (_gres_count(gres), live_count))
-    elif critical:
+    elif critical or twice:
         return {'node': None, 'problems': problems, 'notes': [
-            '%s: left out of slurm.conf: no shape is declared and its GPU facts are critical, so its GPUs cannot '
-            'be derived; declare slurm_node_gpus and slurm_gpu_type' % name]}
+            '%s: left out of slurm.conf: no shape is declared and its GPU facts are %s, so its GPUs cannot '
+            'be derived; declare slurm_node_gpus and slurm_gpu_type'
+            % (name, 'critical' if critical else 'inconsistent (%s)' % '; '.join(twice))]}
     else:
         gres = node_gres(gpu, s.get('gpu_type') or None, type_map, cores) if gathered else []
         if gres:
@@ -528,11 +589,18 @@ def node_record(report, gpu=None, overrides=None):
         'threads_per_core': report['threads_per_core'],
         'real_memory': memory,
         'reported_memory': reported,
-        'gres': node_gres(gpu, o.get('gpu_type'), o.get('gpu_type_map'), o.get('gpu_cores')),
+        'gres': _live_gres(str(name), gpu, o),
         'features': _features(o.get('features')),
         'weight': None if o.get('weight') in (None, '') else _whole(o.get('weight'), 'slurm node weight'),
     }
     return record
+
+
+def _live_gres(name, gpu, overrides):
+    twice = gpu_identity_problems(gpu) if isinstance(gpu, dict) else []
+    if twice:
+        _fail('slurm: the GPU facts of %s cannot describe its GPUs: %s' % (name, '; '.join(twice)))
+    return node_gres(gpu, overrides.get('gpu_type'), overrides.get('gpu_type_map'), overrides.get('gpu_cores'))
 
 
 def _whole(value, name):
@@ -605,42 +673,42 @@ def default_per_gpu(nodes):
     return {'cpus': max(min(cpus), 1), 'memory': max(min(memory), 1)}
 
 
-def _reason(text):
-    """A drain reason scontrol takes as one argument and sinfo shows whole."""
-    text = re.sub(r'[^A-Za-z0-9 _.,:;=/+()<>-]+', ' ', text)
-    return ' '.join(text.split())[:200]
-
-
-def shape_drain_plan(sinfo_lines, problems, prefix='gpucluster-shape'):
+def shape_drain_plan(show_lines, problems):
     """What the controller does about nodes whose facts disagree with their definition.
 
-    sinfo_lines: ``sinfo --noheader --Node --format=%N|%T|%E`` lines; problems: {node name: [problem]} for
-    every node checked this run (an empty list: the node agrees). Returns {'drain': [{'node', 'reason'}],
-    'resume': [node]}: drain a node with problems unless it is already drained for another reason (that
-    reason stays); update the reason of a node this role drained; resume a node this role drained once
-    its facts agree again. Nodes not checked this run (unreachable) are left alone.
+    show_lines: the lines of ``scontrol --oneliner show node`` (every node); problems: {node name:
+    [problem]} for every node checked this run (an empty list: the node agrees). Returns
+    {'drain': [{'node', 'reason'}], 'resume': [node], 'left': [{'node', 'why'}]}, decided by
+    module_utils/scheduler.py for the source ``shape``: drain a node with problems (reason
+    ``gpucluster/shape#<tag>: <problems>``) unless it is held by someone else, by another of our
+    sources, or is in an operator state (DOWN, FAIL, MAINT, RESERVED, FUTURE, ...); rewrite the
+    reason of a shape hold whose problems changed; resume a shape hold (also the previous release's
+    ``gpucluster-shape: ...``) once the facts agree, never a node in an operator state. ``left``
+    names the nodes with problems that were left as they are, and why. Nodes not checked this run
+    (unreachable) and nodes Slurm does not list are left alone.
     """
-    state = {}
-    for line in sinfo_lines or []:
-        parts = line.split('|', 2)
-        if len(parts) == 3:
-            state.setdefault(parts[0].strip(), (parts[1].strip().lower(), parts[2].strip()))
-    drain = []
-    resume = []
-    mark = prefix + ':'
-    for node in sorted(problems or {}):
-        if node not in state:
+    if isinstance(show_lines, str):
+        show_lines = show_lines.splitlines()
+    if not isinstance(problems, dict):
+        _fail('slurm_shape_drain_plan: problems must be a dict of node name to a list of problems, got %s'
+              % type(problems).__name__)
+    states = scheduler.Slurm.parse_states('\n'.join(str(line) for line in show_lines or []))
+    plan = {'drain': [], 'resume': [], 'left': []}
+    for node in sorted(problems):
+        if node not in states:
             continue
-        node_state, current = state[node]
-        drained = node_state.startswith('drain')
-        ours = current.startswith(mark)
-        if problems[node]:
-            reason = _reason('%s %s' % (mark, '; '.join(problems[node])))
-            if (not drained) or (ours and current != reason):
-                drain.append({'node': node, 'reason': reason})
-        elif drained and ours:
-            resume.append(node)
-    return {'drain': drain, 'resume': resume}
+        found = problems[node] or []
+        if isinstance(found, str):
+            found = [found]
+        text = '; '.join(str(p) for p in found)
+        decision = scheduler.decide(states[node], 'hold' if found else 'release', 'shape', text or None)
+        if decision.action == 'drain':
+            plan['drain'].append({'node': node, 'reason': decision.reason})
+        elif decision.action == 'resume':
+            plan['resume'].append(node)
+        elif found and (states[node].operator or not states[node].hold or states[node].hold.source != 'shape'):
+            plan['left'].append({'node': node, 'why': decision.why})
+    return plan
 
 
 def nodes_not_ready(sinfo_lines, expected):
@@ -664,6 +732,11 @@ def gres_lines(nodes):
     """
     lines = []
     for node in sorted(nodes, key=lambda n: n['name']):
+        twice = _files_twice(node.get('gres'))
+        if twice:
+            _fail('slurm: gres.conf would name %s twice for node %s; nothing is written (a GPU listed twice in '
+                  'its facts or in the current gres.conf: fix the node or the file, or declare slurm_node_gpus)'
+                  % (', '.join(twice[:3]), node['name']))
         for g in node.get('gres') or []:
             minors = [int(f[len('/dev/nvidia'):]) for f in g['files']]
             same_cores = len(set(g.get('cores') or [''])) == 1
@@ -1039,7 +1112,8 @@ _EXPECTED = {
     'slurm_cluster_nodes': 'a dict of compute host to {name, live, plan} and the kept nodes (slurm_kept_nodes)',
     'slurm_expand_files': 'a gres.conf File= value',
     'slurm_default_per_gpu': 'a list of node records',
-    'slurm_shape_drain_plan': 'sinfo lines (%N|%T|%E) and a dict of node name to a list of problems',
+    'slurm_shape_drain_plan': 'the lines of `scontrol --oneliner show node` and a dict of node name to a list of '
+                              'problems',
     'slurm_nodes_not_ready': 'sinfo lines (%N %T) and a list of node names',
     'slurm_node_line': 'a node record from slurm_node_plan or slurm_node_record',
     'slurm_gres_lines': 'a list of node records from slurm_node_record',

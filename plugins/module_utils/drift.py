@@ -13,8 +13,10 @@ readable ``message``); ``kind`` is one of:
 ``missing``   the component is absent where a pin or the group majority expects it;
 ``majority``  no pin, and the host differs from the version most hosts of its group have,
               or the group is split evenly (a tie has no majority: every side is reported);
-``unknown``   the host has no usable facts (unreachable, gathering failed, stale, a corrupt or
-              malformed cache entry): never a pass.
+``unknown``   the host has no usable facts (unreachable, gathering failed, stale, collected in the
+              future, a corrupt or malformed cache entry), or the version of one component cannot be
+              known (stack_facts could not read its file: a FIFO, a hung mount; ``scope`` is
+              ``component``): never a pass.
 
 Nothing here raises on the content of facts: a host whose facts have the wrong shape is
 ``unknown`` with the reason (see :func:`check_facts`), and every report is valid JSON, XML and
@@ -24,10 +26,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import fnmatch
+import ipaddress
 import math
 import re
 
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import INVISIBLE_CLASS, clip, quote
 
 KINDS = ('baseline', 'majority', 'missing', 'unknown')
 SEVERITIES = ('critical', 'warning', 'info')
@@ -154,6 +158,8 @@ def _relation(pin, found, family):
 # ---------------------------------------------------------------- input validation
 
 _CONTROL = re.compile('[\x00-\x1f\x7f-\x9f]')
+# A pin longer than this is no version (it would be copied into every finding of every host).
+PIN_MAX_CHARS = 200
 
 
 class BaselineError(ValueError):
@@ -176,7 +182,8 @@ def check_components(names, what, known=KNOWN_COMPONENTS):
             unknown.append(name)
     if unknown:
         raise BaselineError('%s names unknown component%s %s; known components: %s' % (
-            what, 's' if len(unknown) > 1 else '', ', '.join(repr(n) for n in unknown),
+            what, 's' if len(unknown) > 1 else '', clip(', '.join(quote(n, 60) for n in unknown[:20]), 600)
+            + (' and %d more' % (len(unknown) - 20) if len(unknown) > 20 else ''),
             ', '.join(known)))
 
 
@@ -192,12 +199,17 @@ def check_pin(value, what):
             hint = 'YAML read it as a boolean'
         else:
             hint = 'a pin is text'
-        raise BaselineError('%s=%r has type %s: pins must be strings; %s: quote the version '
-                            '(for example "12.10")' % (what, value, _type_name(value), hint))
+        # quote(): a YAML alias bomb (lists shared nine levels deep) is shown by its first 200
+        # characters, never expanded.
+        raise BaselineError('%s=%s has type %s: pins must be strings; %s: quote the version '
+                            '(for example "12.10")' % (what, quote(value), _type_name(value), hint))
     pin = value.strip()
     if _CONTROL.search(pin):
-        raise BaselineError('%s=%r holds a newline or control character; accepted: a version '
-                            'string such as "12.4.1" or "2:1.0-1"' % (what, value))
+        raise BaselineError('%s=%s holds a newline or control character; accepted: a version '
+                            'string such as "12.4.1" or "2:1.0-1"' % (what, quote(value)))
+    if len(pin) > PIN_MAX_CHARS:
+        raise BaselineError('%s=%s is %d characters long; accepted: a version string of at most %d '
+                            'characters such as "12.4.1"' % (what, quote(value), len(pin), PIN_MAX_CHARS))
     return pin or None
 
 
@@ -222,7 +234,28 @@ def _bad_text(value):
     try:
         value.encode('utf-8')
     except UnicodeEncodeError:
-        return 'holds bytes that are not valid UTF-8 (%s)' % ascii(value)
+        return 'holds bytes that are not valid UTF-8 (%s)' % clip(ascii(value[:200]), 200)
+    return None
+
+
+def _ascii(value):
+    """ascii() of a key, at most 200 characters."""
+    if isinstance(value, (str, bytes)):
+        return clip(ascii(value[:201]), 200)
+    return quote(value).encode('ascii', 'backslashreplace').decode('ascii')
+
+
+def check_unknown(unknown):
+    """Why ``gpu_stack_details.unknown`` (component -> reason) cannot be read, or None."""
+    if unknown is None:
+        return None
+    if not isinstance(unknown, dict):
+        return 'gpu_stack_details.unknown has type %s, expected a mapping' % _type_name(unknown)
+    for key, reason in unknown.items():
+        if not isinstance(key, str) or _bad_text(key):
+            return 'gpu_stack_details.unknown has a key %s that is not a component name' % _ascii(key)
+        if not isinstance(reason, str) or _bad_text(reason):
+            return 'gpu_stack_details.unknown[%s] is not a reason text' % key
     return None
 
 
@@ -237,7 +270,7 @@ def check_facts(stack, raw=None):
         return 'gpu_stack has type %s, expected a mapping of component to version' % _type_name(stack)
     for key in stack:
         if not isinstance(key, str) or _bad_text(key):
-            return 'gpu_stack has a key %s that is not a component name' % ascii(key)
+            return 'gpu_stack has a key %s that is not a component name' % _ascii(key)
         why = _bad_text(stack[key])
         if why:
             return 'gpu_stack[%s] %s' % (key, why)
@@ -246,15 +279,22 @@ def check_facts(stack, raw=None):
             return 'gpu_stack_details.raw has type %s, expected a mapping' % _type_name(raw)
         for key in raw:
             if not isinstance(key, str) or _bad_text(key):
-                return 'gpu_stack_details.raw has a key %s that is not a component name' % ascii(key)
+                return 'gpu_stack_details.raw has a key %s that is not a component name' % _ascii(key)
             why = _bad_text(raw[key])
             if why:
                 return 'gpu_stack_details.raw[%s] %s' % (key, why)
     return None
 
 
+# Seconds a host's clock may run ahead of the controller's before its facts count as collected in the
+# future (the largest clock skew Kerberos accepts by default).
+CLOCK_AHEAD_TOLERANCE = 300
+
+
 def fact_age_problem(collected, now, max_age):
-    """Why facts collected at ``collected`` (seconds since the epoch) are too old, or None."""
+    """Why facts collected at ``collected`` (seconds since the epoch) cannot count as fresh, or None:
+    older than ``max_age``, or more than CLOCK_AHEAD_TOLERANCE seconds in the future (a clock ahead:
+    such facts would pass as fresh for ever). ``max_age`` 0 checks nothing."""
     if max_age <= 0:
         return None
     if isinstance(collected, bool) or not isinstance(collected, (int, float, str)):
@@ -266,6 +306,9 @@ def fact_age_problem(collected, now, max_age):
     if not math.isfinite(collected):
         return 'gpu_stack facts carry collected_at=%s; max_fact_age cannot be checked' % collected
     age = now - collected
+    if -age > CLOCK_AHEAD_TOLERANCE:
+        return ('gpu_stack facts carry collected_at %d s in the future (clock ahead on the host or behind on '
+                'the controller; more than %d s); max_fact_age cannot be checked' % (-age, CLOCK_AHEAD_TOLERANCE))
     if age > max_age:
         return 'gpu_stack facts are %d s old (max_fact_age %d s)' % (age, max_age)
     return None
@@ -275,8 +318,25 @@ def _display(value):
     return 'absent' if value is None else str(value)
 
 
+def _ip_literal(text):
+    """The address of an IPv6 literal host name ('::1', '[::1]', 'fe80::1'), or None for anything else."""
+    if text.startswith('[') and text.endswith(']'):
+        text = text[1:-1]
+    if ':' not in text:
+        return None
+    try:
+        return ipaddress.IPv6Address(text)
+    except ValueError:
+        return None
+
+
 class IgnoreRules(object):
-    """``component`` or ``host:component`` entries, shell globs on either side."""
+    """``component`` or ``host:component`` entries, shell globs on either side.
+
+    A host that is an IPv6 literal is matched literally, never as a glob (``[::1]`` would be a
+    character class): write it in brackets, ``[::1]:nccl`` or ``[fe80::1]`` (every component); it
+    matches the host named ``::1`` or ``[::1]`` (any spelling of the same address).
+    """
 
     def __init__(self, entries):
         self._components = set()
@@ -285,9 +345,18 @@ class IgnoreRules(object):
             entry = str(entry).strip()
             if not entry:
                 continue
+            if entry.startswith('[') and ']' in entry:
+                # '[::1]:nccl', or '[::1]' alone: every component of that host.
+                close = entry.index(']') + 1
+                address = _ip_literal(entry[:close])
+                rest = entry[close:]
+                if address is not None and (not rest or rest.startswith(':')):
+                    self._patterns.append((address, rest[1:] or '*'))
+                    continue
             if ':' in entry:
                 host, component = entry.rsplit(':', 1)
-                self._patterns.append((host, component))
+                address = _ip_literal(host)
+                self._patterns.append((address if address is not None else host, component))
             elif any(ch in entry for ch in '*?['):
                 self._patterns.append(('*', entry))
             else:
@@ -297,7 +366,12 @@ class IgnoreRules(object):
         if component in self._components:
             return True
         for host_pat, comp_pat in self._patterns:
-            if fnmatch.fnmatchcase(component, comp_pat) and fnmatch.fnmatchcase(host, host_pat):
+            if not fnmatch.fnmatchcase(component, comp_pat):
+                continue
+            if isinstance(host_pat, ipaddress.IPv6Address):
+                if _ip_literal(str(host)) == host_pat:
+                    return True
+            elif fnmatch.fnmatchcase(host, host_pat):
                 return True
         return False
 
@@ -327,7 +401,8 @@ def _severity_of(component, severity):
 
 def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=None,
           severity=None, ignore=None, unknown_severity='critical', unknown_reasons=None,
-          raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT, families=None, pin_origins=None):
+          raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT, families=None, pin_origins=None,
+          unknown_components=None):
     """Compare every host with its pins and with the majority of its group.
 
     hosts: ordered host names to audit.
@@ -347,6 +422,9 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
     pin_origins: host -> {component: text} for pins that are not the inventory's own (a role's
         default): such a pin applies only where the component is installed (a host the role does
         not manage is not "missing" it), and its findings name the origin.
+    unknown_components: host -> {component: reason} for components whose version the host could
+        not know (``gpu_stack_details.unknown``): each is an ``unknown`` finding of that component
+        (``scope`` ``component``), never compared, never counted in its group.
 
     Returns ``(findings, stats)``: findings sorted by severity, host, component; stats with
     the per-group value distribution of every host with facts (those that missed a pin too),
@@ -360,6 +438,7 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
     families = families or {}
     pin_origins = pin_origins or {}
     unknown_reasons = unknown_reasons or {}
+    unknown_components = unknown_components or {}
     if not isinstance(ignore, IgnoreRules):
         ignore = IgnoreRules(ignore)
     consistent = tuple(consistent or ())
@@ -401,10 +480,18 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
         host_raw = raw.get(host) or empty
         family = families.get(host)
         origins = pin_origins.get(host) or empty
+        host_unknown = unknown_components.get(host) or empty
         group_values = distribution.get(group)
         if group_values is None:
             group_values = distribution[group] = {}
         for component in components:
+            if component in host_unknown:
+                findings.append({
+                    'host': host, 'component': component, 'expected': pins.get(component), 'found': None,
+                    'kind': 'unknown', 'severity': unknown_severity, 'group': group, 'scope': 'component',
+                    'message': '%s version unknown: %s' % (component, host_unknown[component]),
+                })
+                continue
             found = host_facts.get(component)
             pin = pins.get(component)
             if pin is not None and not (found is None and (component in if_present or component in origins)):
@@ -514,7 +601,7 @@ def collapse_unknown(findings):
     rows = []
     seen = {}
     for finding in findings:
-        if finding['kind'] != 'unknown':
+        if finding['kind'] != 'unknown' or finding.get('scope') == 'component':
             rows.append(finding)
             continue
         row = seen.get(finding['host'])
@@ -538,9 +625,12 @@ def summary_text(summary, findings, limit=20):
     lines.extend('note: %s' % note for note in summary.get('notes') or ())
     rows = collapse_unknown(findings)
     for row in rows[:limit]:
-        if row['kind'] == 'unknown':
+        if row['kind'] == 'unknown' and 'count' in row:
             lines.append('%s %s [unknown]: no facts for %d components: %s' % (
                 row['severity'].upper(), row['host'], row['count'], row.get('message', '')))
+        elif row['kind'] == 'unknown':
+            lines.append('%s %s/%s [unknown]: %s' % (
+                row['severity'].upper(), row['host'], row['component'], row.get('message', '')))
         else:
             lines.append('%s %s/%s [%s]: expected %s, found %s' % (
                 row['severity'].upper(), row['host'], row['component'], row['kind'],
@@ -553,7 +643,7 @@ def summary_text(summary, findings, limit=20):
 # ---------------------------------------------------------------- text output
 
 # In one line of text (task output) every control character is shown escaped.
-_UNPRINTABLE_LINE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
+_UNPRINTABLE_LINE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff%s]' % INVISIBLE_CLASS)
 
 
 def _escape_char(match):

@@ -18,6 +18,36 @@ import re
 
 FLAVOURS = ('open', 'proprietary')
 
+# A node's architecture as Ansible reports it (ansible_facts['architecture']) -> its dpkg name
+# (dpkg --print-architecture); rpm names it as Ansible does.
+DEB_ARCHITECTURES = {'x86_64': 'amd64', 'aarch64': 'arm64', 'ppc64le': 'ppc64el', 'i386': 'i386', 'i686': 'i386'}
+# Packages of no architecture, installed the same way on every node.
+ARCH_INDEPENDENT = ('all', 'noarch')
+
+
+def native_architectures(architecture):
+    """The names a node's own packages carry: ``x86_64`` -> {'x86_64', 'amd64'}; a dpkg name is taken as
+    it is (``arm64`` -> {'arm64', 'aarch64'}). Empty for an empty architecture."""
+    architecture = str(architecture or '').strip()
+    if not architecture:
+        return frozenset()
+    names = {architecture}
+    names.update(deb for machine, deb in DEB_ARCHITECTURES.items() if machine == architecture)
+    names.update(machine for machine, deb in DEB_ARCHITECTURES.items() if deb == architecture)
+    return frozenset(names)
+
+
+def foreign_package(package_arch, architecture):
+    """True when a package of ``package_arch`` (dpkg's or rpm's name; '' or None when not given) is
+    another architecture's than the node's (``architecture``): an i386 library on an amd64 node
+    (multiarch) does not make the node's own package installed. Never foreign when either is unknown."""
+    package_arch = str(package_arch or '').strip()
+    native = native_architectures(architecture)
+    if not package_arch or not native or package_arch in ARCH_INDEPENDENT:
+        return False
+    return package_arch not in native
+
+
 # One row per (distribution, driver source) that installs packages (the runfile installs none).
 #   meta_headless / meta_desktop  the metapackage that pulls the driver without / with X11
 #   kernel_module                 the kernel module package (when the metapackage does not pull it)

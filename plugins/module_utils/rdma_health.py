@@ -11,6 +11,8 @@ a node that should be on the fabric (``expect_present``) but shows no RDMA adapt
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import math
+
 # One exposition format for every textfile the health program writes, and one status scale
 # (worst_status: critical > warning > unknown > ok; info never changes the status).
 from .gpu_health import STATUS_VALUES, worst_status
@@ -64,6 +66,45 @@ def health_issues(rdma, expect_present=False):
     return issues
 
 
+def select_ports(hcas, selection):
+    """The ports outside ``selection`` (ignore_ports entries) and the entries of it the node lacks.
+
+    ``hcas``: rdma_sysfs.collect()'s ``hcas`` ({name, ports: [{port}]}); ``selection``: the RDMA ports the
+    node's jobs use, as NCCL_IB_HCA entries matched exactly (``mlx5_0`` every port of the device,
+    ``mlx5_0:1`` one port; the rdma role's rdma_nccl_ib_hca). Returns ``(ignored, missing)``: ``ignored``
+    names every other port as ``hca/port`` (rdma_sysfs.build_facts' ignore_ports), ``missing`` the
+    entries with no such device or port on the node (sorted).
+    """
+    wanted = {}
+    for entry in selection or []:
+        name, _sep, port = str(entry).partition(':')
+        wanted.setdefault(name, set()).add(int(port) if port else None)
+    ignored = []
+    found = set()
+    for hca in hcas or []:
+        ports = wanted.get(hca.get('name'))
+        for port in hca.get('ports') or []:
+            number = port.get('port')
+            if ports is not None and (None in ports or number in ports):
+                if number in ports:
+                    found.add((hca['name'], number))
+            else:
+                ignored.append('%s/%s' % (hca.get('name'), number))
+        if ports is not None and None in ports and hca.get('ports'):
+            found.add((hca['name'], None))
+    missing = sorted('%s:%s' % (name, port) if port is not None else name
+                     for name, ports in wanted.items() for port in ports if (name, port) not in found)
+    return ignored, missing
+
+
+def missing_issues(missing):
+    """Critical issues for the selected ports the node lacks (select_ports' ``missing``)."""
+    return [_issue('rdma_present', 'critical', '%s is in the RDMA port set the node\'s jobs use (NCCL_IB_HCA, '
+                   'health_check_rdma_hcas) but is not under /sys/class/infiniband' % entry,
+                   hca=entry.split(':')[0], port=int(entry.split(':')[1]) if ':' in entry else None)
+            for entry in missing]
+
+
 def merge_status(gpu_status, rdma_issues):
     """The node's status once the fabric's issues join the GPU verdict (worst of both)."""
     order = ('ok', 'unknown', 'warning', 'critical')
@@ -76,6 +117,14 @@ def _port_is_up(port):
     return port.get('state') in ACTIVE_STATES and port.get('phys_state') in (None, 'LinkUp')
 
 
+def _finite_rate(value):
+    """A rate worth a sample: a finite number of 0 or more (rdma_sysfs never gives NaN or
+    Infinity; facts from elsewhere might, and the exposition format would carry them as a rate no alert
+    compares)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+            and not math.isinf(value) and value >= 0)
+
+
 def prometheus_samples(rdma, issues=None):
     """[(metric, [(label, value)...], number)] for the textfile collector.
 
@@ -86,7 +135,7 @@ def prometheus_samples(rdma, issues=None):
     status = worst_status(issues) if issues is not None else (rdma.get('health') or {}).get('status', 'unknown')
     samples.append(('gpucluster_rdma_health_status', [], STATUS_VALUES.get(status, 3)))
     samples.append(('gpucluster_rdma_hcas', [], len(rdma.get('hcas') or [])))
-    if rdma.get('expected_rate_gbps'):
+    if rdma.get('expected_rate_gbps') and _finite_rate(rdma['expected_rate_gbps']):
         samples.append(('gpucluster_rdma_port_expected_rate_gbps', [], rdma['expected_rate_gbps']))
     for hca in rdma.get('hcas') or []:
         name = hca.get('name') or ''
@@ -98,7 +147,7 @@ def prometheus_samples(rdma, issues=None):
                 continue
             labels = [('hca', name), ('port', str(port.get('port'))), ('link_layer', port.get('link_layer') or '')]
             samples.append(('gpucluster_rdma_port_up', labels, 1 if _port_is_up(port) else 0))
-            if port.get('rate_gbps') is not None:
+            if _finite_rate(port.get('rate_gbps')):
                 samples.append(('gpucluster_rdma_port_rate_gbps', labels, port['rate_gbps']))
     return samples
 

@@ -23,8 +23,11 @@ __metaclass__ = type
 
 import errno
 import ipaddress
+import json
+import math
 import os
 import re
+import stat
 import struct
 
 STATUSES = ('ok', 'warning', 'critical', 'unknown')
@@ -33,9 +36,22 @@ _RANK = {'ok': 0, 'unknown': 1, 'warning': 2, 'critical': 3}
 NVIDIA_VENDOR = 0x10de
 _PCI_ADDRESS = re.compile(r'^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$')
 # "200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X)" (SDR prints no speed name), "53.125 Gb/sec (1X HDR)".
-_RATE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*Gb/sec\s*\(\s*(\d+)X\s*([A-Za-z0-9]*)\s*\)')
+# ASCII digits only (str.isdigit() and \d take "²" and other Unicode digits), and bounded: a rate
+# of more digits than any link has is garbage, not a number to convert.
+_RATE = re.compile(r'^[ \t]*([0-9]{1,6}(?:\.[0-9]{1,6})?)[ \t]*Gb/sec[ \t]*\([ \t]*([0-9]{1,3})X[ \t]*([A-Za-z0-9]{0,16})[ \t]*\)')
 # "4: ACTIVE", "5: LinkUp", "7: Phy Test", "9: <unknown>".
-_NUMBERED = re.compile(r'^\s*(\d+)\s*:\s*(.*?)\s*$')
+_NUMBERED = re.compile(r'^\s*([0-9]{1,6})\s*:\s*(.*?)\s*$', re.S)
+# Names of port and GID-table entries: the kernel writes small decimal numbers.
+_INDEX_NAME = re.compile(r'^[0-9]{1,6}\Z')
+# A name under /sys/class/infiniband or .../net this module reports: valid UTF-8 (os.listdir gives
+# undecodable bytes as surrogates), no control character, no more than a file name holds.
+_CONTROL = re.compile('[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]')
+# Largest sysfs attribute read (the kernel's show() writes at most one page); the PCI config space
+# of a PCIe function is 4096 bytes. A larger file is not a sysfs attribute: it is refused, not read.
+MAX_TEXT_BYTES = 4096
+MAX_CONFIG_BYTES = 4096
+# Characters of a value (a file's content, an option) a message quotes.
+QUOTE_LIMIT = 80
 
 ACTIVE_STATES = ('ACTIVE', 'ACTIVE_DEFER')
 LINK_UP = 'LinkUp'
@@ -66,44 +82,88 @@ class RdmaOptionError(ValueError):
     pass
 
 
+def quote(text, limit=QUOTE_LIMIT):
+    """``text`` for a message: control characters and non-ASCII escaped (\\n, \\u2028, ...), at most
+    ``limit`` characters. Plain ASCII text is unchanged."""
+    text = text if isinstance(text, str) else str(text)
+    shown = json.dumps(text[:limit + 1], ensure_ascii=True)[1:-1]
+    return shown if len(shown) <= limit else shown[:limit - 3] + '...'
+
+
+def plain_name(name):
+    """True for a directory entry this module reports under its own name (see _CONTROL)."""
+    return isinstance(name, str) and 0 < len(name) <= 255 and not _CONTROL.search(name)
+
+
+def _read_bounded(path, limit):
+    """``(bytes, error)`` of a regular file of at most ``limit`` bytes; ``(None, None)`` when absent.
+
+    Opened non-blocking, so a FIFO (or a device) placed where an attribute should be cannot hang the
+    read: anything but a regular file is an error, as is a file longer than ``limit``.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, 'O_NONBLOCK', 0) | getattr(os, 'O_NOCTTY', 0))
+    except (IOError, OSError, ValueError) as exc:
+        if getattr(exc, 'errno', None) in (errno.ENOENT, errno.ENOTDIR):
+            return None, None
+        return None, getattr(exc, 'strerror', None) or str(exc)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ('a directory' if stat.S_ISDIR(mode) else 'a FIFO' if stat.S_ISFIFO(mode)
+                    else 'a device' if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else 'a special file')
+            return None, 'not a regular file (%s)' % kind
+        chunks = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return None, 'larger than %d bytes, not a sysfs attribute' % limit
+        return b''.join(chunks), None
+    except (IOError, OSError) as exc:
+        return None, exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+
+
 def read_text(path):
     """``(text, error)``: the file decoded with replacement and stripped; ``(None, None)`` when absent.
 
     sysfs answers a read of an attribute the device cannot report with an error (EINVAL, EIO...):
-    that is ``(None, 'reason')``, never an exception.
+    that is ``(None, 'reason')``, never an exception. So is a file that is not a regular file (a FIFO
+    is never waited on) or longer than MAX_TEXT_BYTES.
     """
-    try:
-        with open(path, 'rb') as handle:
-            data = handle.read()
-    except (IOError, OSError) as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return None, None
-        return None, exc.strerror or str(exc)
+    data, error = _read_bounded(path, MAX_TEXT_BYTES)
+    if data is None:
+        return None, error
     return data.decode('utf-8', 'replace').strip(), None
 
 
 def read_bytes(path):
-    try:
-        with open(path, 'rb') as handle:
-            return handle.read(), None
-    except (IOError, OSError) as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return None, None
-        return None, exc.strerror or str(exc)
+    """``(bytes, error)`` of a binary attribute (PCI config space), bounded like :func:`read_text`."""
+    return _read_bounded(path, MAX_CONFIG_BYTES)
 
 
 def _listdir(path):
     """``(names, error)``; ``(None, None)`` when the directory does not exist."""
     try:
         return sorted(os.listdir(path)), None
-    except (IOError, OSError) as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+    except (IOError, OSError, ValueError) as exc:
+        if getattr(exc, 'errno', None) in (errno.ENOENT, errno.ENOTDIR):
             return None, None
-        return None, exc.strerror or str(exc)
+        return None, getattr(exc, 'strerror', None) or str(exc)
 
 
 def _natural_key(name):
-    return [int(part) if part.isdigit() else part for part in re.split(r'(\d+)', name)]
+    """mlx5_2 before mlx5_10: runs of ASCII digits compare as numbers (by length once leading zeros are
+    gone, then digit by digit: no int() of a run of any length); other characters, Unicode digits such
+    as "²" included, compare as text."""
+    parts = re.split(r'([0-9]+)', name)
+    return [(len(part.lstrip('0')), part.lstrip('0'), part) if index % 2 else part for index, part in enumerate(parts)]
 
 
 def parse_numbered(text):
@@ -122,24 +182,27 @@ def parse_rate(text):
     The kernel prints no speed name for SDR; ``speed`` is then ``'SDR'``. Unparsed text gives Nones.
     """
     empty = {'rate_gbps': None, 'width': None, 'lanes': None, 'speed': None}
-    if text is None:
+    if not isinstance(text, str):
         return empty
     match = _RATE.match(text)
     if not match:
         return empty
     value = float(match.group(1))
     lanes = int(match.group(2))
+    if not math.isfinite(value):  # pragma: no cover - six digits cannot overflow; kept for the rule
+        return empty
     return {'rate_gbps': int(value) if value.is_integer() else value, 'width': '%dX' % lanes, 'lanes': lanes,
             'speed': match.group(3) or 'SDR'}
 
 
 def parse_hex_int(text):
-    if text is None:
+    """``'0x1f'`` or ``'31'`` -> 31 (at most 32 digits, ASCII only); anything else -> None."""
+    if not isinstance(text, str):
         return None
-    try:
-        return int(text, 16) if text.lower().startswith('0x') else int(text)
-    except ValueError:
+    text = text.strip()
+    if not re.match(r'^(0[xX][0-9a-fA-F]{1,32}|[+-]?[0-9]{1,32})\Z', text):
         return None
+    return int(text, 16) if text.lower().startswith('0x') else int(text)
 
 
 def format_guid(text):
@@ -281,20 +344,18 @@ def _read_gids(port_dir):
     errors = []
     names, error = _listdir(os.path.join(port_dir, 'gids'))
     if error:
-        errors.append('gids: %s' % error)
-    for name in sorted(names or [], key=_natural_key):
-        if not name.isdigit():
-            continue
+        errors.append('gids: %s' % quote(error))
+    for name in sorted((n for n in names or [] if _INDEX_NAME.match(n)), key=int):
         text, error = read_text(os.path.join(port_dir, 'gids', name))
         if error:
-            errors.append('gids/%s: %s' % (name, error))
+            errors.append('gids/%s: %s' % (name, quote(error)))
             continue
         info = describe_gid(text) if text else None
         if info is None or info['zero']:
             continue
         gid_type, type_error = read_text(os.path.join(port_dir, 'gid_attrs', 'types', name))
         if type_error:
-            errors.append('gid_attrs/types/%s: %s' % (name, type_error))
+            errors.append('gid_attrs/types/%s: %s' % (name, quote(type_error)))
         # An IB GID has no netdev: the kernel answers EINVAL, which is not a fault.
         ndev = read_text(os.path.join(port_dir, 'gid_attrs', 'ndevs', name))[0]
         gids.append({'index': int(name), 'gid': text, 'type': gid_type or None, 'netdev': ndev or None,
@@ -307,14 +368,15 @@ def _hca_netdevs(sysfs_root, hca_dir):
     names, _error = _listdir(os.path.join(hca_dir, 'device', 'net'))
     found = {}
     for name in names or []:
-        found[name] = parse_hex_int(read_text(os.path.join(hca_dir, 'device', 'net', name, 'dev_port'))[0])
+        if plain_name(name):  # the kernel refuses white space and "/" in interface names
+            found[name] = parse_hex_int(read_text(os.path.join(hca_dir, 'device', 'net', name, 'dev_port'))[0])
     return found
 
 
 def _port_netdevs(port_num, port_count, gids, pci_netdevs):
     netdevs = []
     for gid in gids:
-        if gid['netdev'] and gid['netdev'] not in netdevs:
+        if gid['netdev'] and plain_name(gid['netdev']) and gid['netdev'] not in netdevs:
             netdevs.append(gid['netdev'])
     for name in sorted(pci_netdevs, key=_natural_key):
         dev_port = pci_netdevs[name]
@@ -376,17 +438,17 @@ def read_port(sysfs_root, hca, hca_dir, port_name, port_count, pci_netdevs):
     for name in ('link_layer', 'state', 'phys_state', 'rate'):
         if name in errors:
             problems.append(_issue(hca, port_num, 'sysfs', 'unknown', '%s port %d: cannot read %s: %s'
-                                   % (hca, port_num, name, errors[name])))
+                                   % (hca, port_num, name, quote(errors[name]))))
         elif raw[name] is None:
             problems.append(_issue(hca, port_num, 'sysfs', 'unknown', '%s port %d: %s is missing in sysfs'
                                    % (hca, port_num, name)))
     for name in ('lid', 'sm_lid'):
         if is_ib and name in errors:
             problems.append(_issue(hca, port_num, 'sysfs', 'unknown', '%s port %d: cannot read %s: %s'
-                                   % (hca, port_num, name, errors[name])))
+                                   % (hca, port_num, name, quote(errors[name]))))
     if raw['rate'] is not None and rate['rate_gbps'] is None:
-        problems.append(_issue(hca, port_num, 'sysfs', 'unknown', '%s port %d: unrecognised rate %r'
-                               % (hca, port_num, raw['rate'])))
+        problems.append(_issue(hca, port_num, 'sysfs', 'unknown', "%s port %d: unrecognised rate '%s'"
+                               % (hca, port_num, quote(raw['rate']))))
     if gid_errors:
         problems.append(_issue(hca, port_num, 'sysfs', 'info', '%s port %d: GID table partly unreadable (%s)'
                                % (hca, port_num, '; '.join(gid_errors[:3]))))
@@ -401,7 +463,7 @@ def read_hca(sysfs_root, name, gpu_chains):
         text, error = read_text(os.path.join(hca_dir, attr))
         attrs[attr] = text or None
         if error:
-            problems.append(_issue(name, None, 'sysfs', 'unknown', '%s: cannot read %s: %s' % (name, attr, error)))
+            problems.append(_issue(name, None, 'sysfs', 'unknown', '%s: cannot read %s: %s' % (name, attr, quote(error))))
 
     chain = _pci_chain(sysfs_root, os.path.join(hca_dir, 'device'))
     pci_address = chain[-1] if chain else None
@@ -426,10 +488,11 @@ def read_hca(sysfs_root, name, gpu_chains):
 
     pci_netdevs = _hca_netdevs(sysfs_root, hca_dir)
     port_names, error = _listdir(os.path.join(hca_dir, 'ports'))
-    port_names = [p for p in (port_names or []) if p.isdigit()]
+    # Port directories are named by number; anything else there ("²", "1.bak", ...) is not a port.
+    port_names = [p for p in (port_names or []) if _INDEX_NAME.match(p)]
     if error or not port_names:
         problems.append(_issue(name, None, 'sysfs', 'unknown', '%s: no ports readable in sysfs%s'
-                               % (name, ' (%s)' % error if error else '')))
+                               % (name, ' (%s)' % quote(error) if error else '')))
     ports = []
     for port_name in sorted(port_names, key=int):
         record, port_problems = read_port(sysfs_root, name, hca_dir, port_name, len(port_names), pci_netdevs)
@@ -459,12 +522,19 @@ def collect(sysfs_root='/sys'):
     base = os.path.join(sysfs_root, 'class', 'infiniband')
     names, error = _listdir(base)
     snapshot = {'sysfs_root': sysfs_root, 'class_dir': base, 'class_present': names is not None,
-                'class_error': error, 'hcas': [], 'problems': [], 'gpus': None}
+                'class_error': error, 'hcas': [], 'problems': [], 'gpus': None, 'names_not_read': 0}
     if not names:
         return snapshot
     gpu_chains = nvidia_gpu_chains(sysfs_root)
     snapshot['gpus'] = sorted(gpu_chains) if gpu_chains is not None else None
     for name in sorted(names, key=_natural_key):
+        if not plain_name(name):
+            # Not a name the kernel gives (undecodable bytes, a control character): reported, not read,
+            # so that no record, message or metric label carries it.
+            snapshot['problems'].append(_issue(None, None, 'sysfs', 'unknown', '%s has an entry whose name is not '
+                                               'printable text ("%s"): not read' % (base, quote(name))))
+            snapshot['names_not_read'] += 1
+            continue
         hca, problems = read_hca(sysfs_root, name, gpu_chains)
         snapshot['hcas'].append(hca)
         snapshot['problems'].extend(problems)
@@ -475,16 +545,34 @@ def normalize_options(expected_rate_gbps=None, ignore_ports=None):
     """Validated options: ``(expected_rate_gbps or None, set of 'hca' / 'hca/port' strings)``."""
     if expected_rate_gbps is not None:
         if isinstance(expected_rate_gbps, bool) or not isinstance(expected_rate_gbps, (int, float)) \
-                or expected_rate_gbps <= 0:
-            raise RdmaOptionError('expected_rate_gbps=%r; accepted: a number of Gb/s greater than 0'
-                                  % (expected_rate_gbps,))
+                or not math.isfinite(expected_rate_gbps) or expected_rate_gbps <= 0:
+            # NaN would pass "<= 0" and then no rate is ever below it: the rate check would be off.
+            raise RdmaOptionError('expected_rate_gbps=%s; accepted: a number of Gb/s greater than 0 (finite)'
+                                  % _brief(expected_rate_gbps))
+    if ignore_ports is not None and not isinstance(ignore_ports, (list, tuple, set, frozenset)):
+        # A string is not split into its characters ("mlx5_0" would ignore "m", "l", "x", ...).
+        raise RdmaOptionError('ignore_ports=%s is a %s; accepted: a list of HCA names (mlx5_0) or HCA/port '
+                              '(mlx5_0/1), such as ["mlx5_0"]' % (_brief(ignore_ports), type(ignore_ports).__name__))
     ignored = set()
     for item in ignore_ports or []:
-        if not isinstance(item, str) or not re.match(r'^[^/\s]+(/[1-9][0-9]*)?$', item):
-            raise RdmaOptionError('ignore_ports item %r; accepted: an HCA name (mlx5_0) or HCA/port (mlx5_0/1)'
-                                  % (item,))
+        if not isinstance(item, str) or not re.match(r'^[^/\s]{1,255}(/[1-9][0-9]{0,5})?\Z', item):
+            raise RdmaOptionError('ignore_ports item %s; accepted: an HCA name (mlx5_0) or HCA/port (mlx5_0/1)'
+                                  % _brief(item))
         ignored.add(item)
     return expected_rate_gbps or None, ignored
+
+
+def _brief(value):
+    """repr() of an option value for a message, at most QUOTE_LIMIT characters (a huge value is not copied)."""
+    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
+        value = value[:QUOTE_LIMIT]
+    elif isinstance(value, (list, tuple, set, frozenset, dict)) and len(value) > 8:
+        return '<a %s of %d items>' % (type(value).__name__, len(value))
+    try:
+        text = repr(value)
+    except RecursionError:  # pragma: no cover - a list that contains itself
+        text = '<%s>' % type(value).__name__
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + '...'
 
 
 def _label(hca, port):
@@ -500,16 +588,17 @@ def check_port(hca, port, expected_rate_gbps):
         if port['state'] in ('INIT', 'ARMED') and port['link_layer'] == 'InfiniBand':
             why = 'link is up but no subnet manager has activated it'
         else:
-            why = 'physical state %s' % (port['phys_state'] or 'unknown')
+            why = 'physical state %s' % (quote(port['phys_state']) if port['phys_state'] else 'unknown')
         issues.append(_issue(name, num, 'port_state', 'critical', '%s (%s) is %s: %s'
-                             % (label, port['link_layer'] or 'unknown link layer', port['state'], why)))
+                             % (label, quote(port['link_layer']) if port['link_layer'] else 'unknown link layer',
+                                quote(port['state']), why)))
     if port['phys_state'] is not None and port['phys_state'] != LINK_UP:
         issues.append(_issue(name, num, 'port_phys_state', 'critical', '%s: physical state %s, not LinkUp'
-                             % (label, port['phys_state'])))
+                             % (label, quote(port['phys_state']))))
     active = port['state'] in ACTIVE_STATES
     if active and expected_rate_gbps and port['rate_gbps'] is not None and port['rate_gbps'] < expected_rate_gbps:
         issues.append(_issue(name, num, 'port_rate', 'warning', '%s runs at %s Gb/s (%s), below the expected %s Gb/s'
-                             % (label, port['rate_gbps'], port['rate'], expected_rate_gbps)))
+                             % (label, port['rate_gbps'], quote(port['rate']), expected_rate_gbps)))
     if active and port['link_layer'] == 'Ethernet':
         if not port['roce_v2_gid_count']:
             issues.append(_issue(name, num, 'roce_gid', 'critical',
@@ -524,7 +613,7 @@ def check_port(hca, port, expected_rate_gbps):
             else:
                 issues.append(_issue(name, num, 'roce_gid', 'warning',
                                      '%s: only link-local RoCE v2 GIDs, which are not routable; give %s an IP address'
-                                     % (label, '/'.join(port['netdevs']) or 'its netdev')))
+                                     % (label, quote('/'.join(port['netdevs'])) or 'its netdev')))
     return issues
 
 
@@ -558,7 +647,9 @@ def build_facts(snapshot, expected_rate_gbps=None, ignore_ports=None):
     if not hcas:
         if snapshot.get('class_error'):
             issues.append(_issue(None, None, 'sysfs', 'unknown', 'cannot read %s: %s'
-                                 % (snapshot.get('class_dir'), snapshot['class_error'])))
+                                 % (snapshot.get('class_dir'), quote(snapshot['class_error']))))
+        elif snapshot.get('names_not_read'):
+            pass  # the entries are there, each reported as unknown: not "empty"
         elif snapshot.get('class_present'):
             issues.append(_issue(None, None, 'rdma_present', 'info',
                                  'no RDMA devices: %s is empty (no HCA, or its driver is not loaded)'

@@ -8,6 +8,7 @@ samples. The module ``stack_facts`` is the I/O shell around :func:`build_stack`.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import fnmatch
 import json
 import re
 
@@ -417,18 +418,65 @@ def parse_gpu_information(text):
     return match.group(1)
 
 
-def parse_cuda_version_json(text):
-    """version.json of CUDA >= 11.1: {"cuda": {"name": "CUDA SDK", "version": "12.4.1"}, ...}."""
+# version.json nests three levels; deeper input is refused before json.loads, which recurses once per
+# level (5,000 '[' are a RecursionError).
+JSON_MAX_DEPTH = 32
+# A version longer than this is not one (the facts carry it into every report).
+VERSION_MAX_CHARS = 64
+
+
+def json_nesting_problem(text, max_depth=JSON_MAX_DEPTH):
+    """Why ``text`` nests arrays or objects deeper than ``max_depth`` levels, or None (a linear scan that
+    skips string contents; it does not check the rest of the syntax)."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == '\\':
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in '[{':
+            depth += 1
+            if depth > max_depth:
+                return 'it nests deeper than %d levels' % max_depth
+        elif char in ']}':
+            depth -= 1
+    return None
+
+
+def cuda_version_json(text):
+    """(version, problem) from version.json of CUDA >= 11.1: {"cuda": {"name": "CUDA SDK", "version": "12.4.1"}, ...}.
+
+    ``problem`` says why there is no version (None with a version). Never raises: the nesting is bounded
+    before the text is parsed, and a version must be text of at most VERSION_MAX_CHARS characters.
+    """
+    if not isinstance(text, str):
+        return None, 'it is not text'
+    problem = json_nesting_problem(text)
+    if problem:
+        return None, problem
     try:
         data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    cuda = data.get('cuda')
-    if isinstance(cuda, dict) and cuda.get('version'):
-        return str(cuda['version'])
-    return None
+    except (ValueError, RecursionError) as exc:
+        return None, 'it is not JSON (%s)' % (str(exc).split('\n', maxsplit=1)[0][:120],)
+    cuda = data.get('cuda') if isinstance(data, dict) else None
+    version = cuda.get('version') if isinstance(cuda, dict) else None
+    if not version:
+        return None, 'it has no cuda.version'
+    if not isinstance(version, str) or len(version) > VERSION_MAX_CHARS or not version.strip():
+        return None, 'its cuda.version is not a version string'
+    return version.strip(), None
+
+
+def parse_cuda_version_json(text):
+    """The version in CUDA's version.json, or None (see :func:`cuda_version_json` for why)."""
+    return cuda_version_json(text)[0]
 
 
 def parse_cuda_version_txt(text):
@@ -508,26 +556,36 @@ def cuda_toolkits(version_files, packages, default_path=None):
     """All installed CUDA toolkits, and the default one.
 
     ``version_files`` maps a toolkit directory (/usr/local/cuda-12.4) to the text of its
-    version.json or version.txt (key 'json' or 'txt'). Packages add toolkits that have no
-    directory of their own (Debian's nvidia-cuda-toolkit) or whose directory lacks a version
-    file. ``default_path`` is where /usr/local/cuda points. Returns ``(toolkits, default)``
-    with toolkits a list of {'version', 'path', 'source'} sorted by version.
+    version.json or version.txt (key 'json' or 'txt'), and to why a file or the directory could
+    not be read (key 'problems': file or directory path -> reason; a FIFO, a file too large, a hung
+    mount). Packages add toolkits that have no directory of their own (Debian's
+    nvidia-cuda-toolkit) or whose directory lacks a version file. ``default_path`` is where
+    /usr/local/cuda points. Returns ``(toolkits, default)`` with toolkits a list of {'version',
+    'path', 'source'} sorted by version; a directory whose version cannot be known (and that no
+    package names) is listed with version None and 'unknown': the reason, and is the default
+    when /usr/local/cuda points at it.
     """
     toolkits = []
+    unknown = []
     seen_minor = set()
     for path in sorted(version_files):
         files = version_files[path]
         version = None
         source = None
+        reasons = ['%s: %s' % (where, why) for where, why in sorted((files.get('problems') or {}).items())]
         if files.get('json') is not None:
-            version = parse_cuda_version_json(files['json'])
+            version, problem = cuda_version_json(files['json'])
             source = 'file:%s/version.json' % path
+            if problem:
+                reasons.append('%s/version.json: %s' % (path, problem))
         if version is None and files.get('txt') is not None:
             version = parse_cuda_version_txt(files['txt'])
             source = 'file:%s/version.txt' % path
         if version:
             toolkits.append({'version': version, 'path': path, 'source': source})
             seen_minor.add('.'.join(version.split('.')[:2]))
+        elif reasons:
+            unknown.append({'version': None, 'path': path, 'source': None, 'unknown': '; '.join(reasons)})
     for name in sorted(packages):
         match = _CUDA_TOOLKIT_PKG.match(name)
         if match:
@@ -544,18 +602,25 @@ def cuda_toolkits(version_files, packages, default_path=None):
             toolkits.append({'version': version, 'path': _DEBIAN_CUDA_PATH,
                              'source': 'package:%s' % name})
     toolkits.sort(key=lambda t: (version_key(t['version']), t['path']))
+    known_paths = set(t['path'] for t in toolkits)
+    # A package that names the directory gives its version; the others stay unknown, listed first.
+    unknown = [t for t in unknown if t['path'] not in known_paths]
     default = None
     if default_path:
-        for toolkit in toolkits:
+        for toolkit in unknown + toolkits:
             if toolkit['path'] == default_path:
                 default = toolkit
+        if default is not None and default['version'] is None:
+            return unknown + toolkits, default
+    toolkits = unknown + toolkits
+    known = [t for t in toolkits if t['version'] is not None]
     if default is None and len(toolkits) == 1:
         default = toolkits[0]
-    if default is None and toolkits:
+    if default is None and known:
         # No /usr/local/cuda link: nvcc on PATH comes from the distribution package if
         # there is one, else the newest toolkit is the reasonable guess.
-        debian = [t for t in toolkits if t['path'] == _DEBIAN_CUDA_PATH]
-        default = debian[0] if debian else toolkits[-1]
+        debian = [t for t in known if t['path'] == _DEBIAN_CUDA_PATH]
+        default = debian[0] if debian else known[-1]
     return toolkits, default
 
 
@@ -602,8 +667,11 @@ def build_stack(inputs):
 
     toolkits, default = cuda_toolkits(inputs.get('cuda_version_files') or {}, packages,
                                       inputs.get('cuda_default_path'))
-    if default:
+    unknown = {}
+    if default and default['version']:
         put('cuda_toolkit', default['version'], default['source'])
+    elif default:
+        unknown['cuda_toolkit'] = default['unknown']
 
     for component, key, parser in (('cudnn', 'cudnn_headers', parse_cudnn_header),
                                    ('nccl', 'nccl_headers', parse_nccl_header)):
@@ -630,6 +698,10 @@ def build_stack(inputs):
             vbios[bus] = value
     put('gpu_vbios', combine(vbios.values()), 'file:/proc/driver/nvidia/gpus/*/information')
 
+    unreadable = dict(inputs.get('unreadable') or {})
+    for component, reason in unknown_components(stack, unreadable, inputs.get('component_files') or {}).items():
+        unknown.setdefault(component, reason)
+
     details = {
         'package_manager': inputs.get('package_manager'),
         'sources': sources,
@@ -638,5 +710,26 @@ def build_stack(inputs):
         'nvidia_kernel_module': loaded['flavor'] if loaded else None,
         'gpus': vbios,
         'hcas': hca_fw,
+        'unknown': unknown,
+        'unreadable': unreadable,
     }
     return stack, toolkits, details
+
+
+def unknown_components(stack, unreadable, component_files):
+    """Components without a version whose source could not be read: component -> reason.
+
+    ``unreadable`` maps a path to why it was not read (a FIFO, too large, a hung mount);
+    ``component_files`` maps a component to the path patterns (shell globs) it is read from. A
+    component found elsewhere (a package) keeps its version; one absent everywhere whose file could
+    not be read is unknown, never "absent".
+    """
+    found = {}
+    for component in sorted(component_files):
+        if stack.get(component):
+            continue
+        reasons = ['%s: %s' % (path, unreadable[path]) for path in sorted(unreadable)
+                   if any(fnmatch.fnmatchcase(path, pattern) for pattern in component_files[component])]
+        if reasons:
+            found[component] = '; '.join(reasons)
+    return found

@@ -141,6 +141,8 @@ options:
     description:
       - Entries C(component) or C(host:component), shell globs allowed on both sides
         (C(gpu-0*:hca_firmware)). Ignored cells are not checked and not reported.
+      - A host that is an IPv6 literal is matched literally, never as a glob; write it in brackets,
+        C([::1]:nccl), or C([fe80::1]) alone for every component of that host.
     type: list
     elements: str
     default: []
@@ -153,6 +155,8 @@ options:
     description:
       - Seconds. Facts collected longer ago (C(gpu_stack_details.collected_at)) make the host
         V(unknown). V(0) accepts any age.
+      - Facts collected more than 300 seconds in the future (a clock ahead on the host or behind on
+        the controller) make the host V(unknown) too (C(clock ahead)), never fresh.
     type: int
     default: 0
   status_var:
@@ -170,15 +174,27 @@ options:
     choices: [json, junit, markdown]
     default: [json, junit, markdown]
   markdown_max_rows:
-    description: Findings shown in the Markdown table; the rest are counted and left to drift.json.
+    description:
+      - Findings shown in the Markdown table; the rest are counted and left to drift.json.
+      - A negative number is refused.
     type: int
     default: 500
   findings_returned:
-    description: Findings (most severe first) kept in the task result; the reports hold all.
+    description:
+      - Findings (most severe first) kept in the task result; the reports hold all.
+      - A negative number is refused.
     type: int
     default: 100
 notes:
-  - Quote versions in YAML (C("12.4"), not C(12.4)) so they stay strings.
+  - Quote versions in YAML (C("12.4"), not C(12.4)) so they stay strings. A pin that is not text of at
+    most 200 characters is refused; the message quotes at most 200 characters of it (a YAML alias bomb
+    is never expanded).
+  - A fact cache entry that is not a regular file (a FIFO, a device) or is larger than 64 MiB is never
+    opened; that host is V(unknown) with the reason.
+  - A component whose version C(stack_facts) could not know (C(gpu_stack_details.unknown), because its file was
+    a FIFO, too large, on a hung mount) is an V(unknown) finding of that component alone.
+  - Host-supplied text is inert in every report (HTML and Markdown escaped, bidi controls shown as
+    escapes); the JSON report never holds NaN or Infinity.
 seealso:
   - module: gpucluster.core.stack_facts
 '''

@@ -30,13 +30,15 @@ options:
   paths:
     description:
       - Absolute paths of the files to read. A symbolic link is followed. A path that does not exist is reported
-        as missing; one that is a directory, or cannot be read, fails the task and names the path.
+        as missing; one that is a directory, a FIFO, a device or anything but a regular file (never waited on), holds
+        a NUL byte, or cannot be read, fails the task and names the path.
     type: list
     elements: path
     required: true
   max_bytes:
     description:
-      - Largest file read, in bytes. A larger file fails the task instead of being sent to the controller.
+      - Largest file read, in bytes, from 1 to 1073741824 (1 GiB). A larger file fails the task instead of being
+        sent to the controller; no more than O(max_bytes) bytes of a file are ever read.
     type: int
     default: 4194304
 seealso:
@@ -77,6 +79,20 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.gpucluster.core.plugins.module_utils.bounded_read import kind_of
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
+
+# The largest max_bytes: a file read is sent to the controller whole.
+MAX_BYTES_LIMIT = 1 << 30
+# Linux's PATH_MAX: a longer path is no file's name.
+PATH_LIMIT = 4096
+
+
+def _kind(path):
+    try:
+        return kind_of(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return None
 
 
 def read_files(paths, max_bytes):
@@ -84,23 +100,30 @@ def read_files(paths, max_bytes):
     contents = {}
     missing = []
     for path in paths:
+        if '\x00' in path:
+            return None, None, 'file_read: paths[] holds a path with a NUL byte, which no file has: %s' % quote(path)
         if not os.path.isabs(path):
-            return None, None, 'file_read: paths[] must be absolute, got %r' % path
+            return None, None, 'file_read: paths[] must be absolute, got %s' % quote(path)
         try:
             # Non-blocking open: a FIFO or device in the list is refused, never waited on.
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOCTTY', 0))
         except (IOError, OSError) as err:
             if err.errno == errno.ENOENT:
                 contents[path] = None
                 missing.append(path)
                 continue
-            return None, None, 'file_read: cannot read %s: %s' % (path, to_native(err))
+            kind = _kind(path)
+            if kind not in (None, 'a regular file', 'a directory'):
+                # A socket cannot be opened at all (ENXIO): name what it is.
+                return None, None, 'file_read: %s is not a regular file (it is %s)' % (path, kind)
+            # A name too long for the system is cut where it is quoted.
+            return None, None, 'file_read: cannot read %s: %s' % (clip(path, PATH_LIMIT), to_native(err))
         info = os.fstat(fd)
         problem = None
         if stat.S_ISDIR(info.st_mode):
             problem = 'file_read: %s is a directory, not a file' % path
         elif not stat.S_ISREG(info.st_mode):
-            problem = 'file_read: %s is not a regular file' % path
+            problem = 'file_read: %s is not a regular file (it is %s)' % (path, kind_of(info.st_mode))
         elif info.st_size > max_bytes:
             problem = 'file_read: %s is larger than max_bytes=%d' % (path, max_bytes)
         if problem:
@@ -125,9 +148,10 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if module.params['max_bytes'] < 1:
-        module.fail_json(msg='file_read: max_bytes must be a whole number of bytes above 0, got %d'
-                         % module.params['max_bytes'])
+    max_bytes = module.params['max_bytes']
+    if not 1 <= max_bytes <= MAX_BYTES_LIMIT:
+        module.fail_json(msg='file_read: max_bytes must be a whole number of bytes from 1 to %d, got %s'
+                         % (MAX_BYTES_LIMIT, quote(max_bytes)))
     contents, missing, error = read_files(module.params['paths'], module.params['max_bytes'])
     if error:
         module.fail_json(msg=error)

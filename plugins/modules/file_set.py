@@ -61,7 +61,9 @@ options:
         description: Group (name or gid). Unset leaves it as it is.
         type: str
       mode:
-        description: Mode, octal as a string (C("0750")) or symbolic. Unset leaves it as it is (new directories get the umask's default).
+        description:
+          - Mode, octal as a string (C("0750")) or symbolic. Unset leaves it as it is (new directories get the umask's default).
+          - A number is refused (see O(files[].mode)).
         type: raw
   files:
     description: Files to write.
@@ -70,7 +72,11 @@ options:
     default: []
     suboptions:
       dest:
-        description: Absolute path of the file. Listed once only.
+        description:
+          - Absolute path of the file. Listed once only.
+          - Where something exists there, it must be a regular file. A FIFO, a device (such as C(/dev/zero)), a socket,
+            a directory or a symbolic link fails the task naming the path, in check mode too, before anything changes;
+            it is never opened, so it cannot block the task or feed it without end.
         type: path
         required: true
       content:
@@ -87,23 +93,35 @@ options:
         description:
           - Mode, octal as a string (C("0644")) or symbolic. Unset keeps an existing file's mode and gives a new
             file C(0600).
+          - A number is refused, naming the path. YAML reads an unquoted C(644) as the decimal number 644, which
+            C(ansible.builtin.file) applies as it is (mode C(01204); its documentation warns that such a number gives
+            unexpected results), and an unquoted C(0644) as 420. file_set does not guess which was meant, so quote the mode.
         type: raw
       validate:
         description:
           - Command that checks the new content before it replaces the file; C(%s) stands for the temporary
             file's path. It runs without a shell, like the C(validate) of C(ansible.builtin.template). A non-zero
             exit fails the task and leaves every file of the set unchanged.
+          - C(%s) must appear exactly once; C(%%) is a literal C(%); any other C(%) directive (C(%a), C(%d)) is refused
+            before anything changes.
+          - The command is split into its arguments (as a shell would split it) before the path is put in, so an
+            apostrophe, a space or any other character in O(files[].dest) reaches the command unchanged.
         type: str
   absent:
     description:
       - Files or directories (removed with their content) that must not exist, for example what an earlier
         release installed; removed after the files are in place. Relative paths, C(/) and top-level
         directories (a path that resolves to fewer than two levels below C(/), such as C(/etc)) are refused.
+      - A path that this call writes (a O(files[].dest) or O(directories[].path)), or a directory holding one, is
+        refused before anything changes (a path is either written or removed, never both).
     type: list
     elements: path
     default: []
 notes:
   - Symbolic links are not followed; a O(files[].dest) that is a directory fails the task before anything changes.
+  - Outside check mode, an O(files[].owner) or O(files[].group) name the node does not know fails the task before
+    anything changes. Whatever ends a run, no temporary file is left beside a destination.
+  - Messages cut what they quote (a path at 4096 characters, a value at 200).
 seealso:
   - module: ansible.builtin.template
   - module: ansible.builtin.copy
@@ -148,13 +166,24 @@ changed_paths:
   sample: [/etc/systemd/system.conf.d/90-gpucluster.conf]
 '''
 
+import grp
 import os
+import pwd
+import shlex
 import shutil
+import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 from ansible_collections.gpucluster.core.plugins.module_utils.atomic_file import fsync_directory
+from ansible_collections.gpucluster.core.plugins.module_utils.bounded_read import kind_of
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
+
+# An existing file larger than this is compared by size and content but not shown in a diff.
+DIFF_MAX_BYTES = 1 << 20
+# Linux's PATH_MAX: a longer path is no file's name, and messages cut what they quote there.
+PATH_LIMIT = 4096
 
 
 def _file_args(module, spec, path):
@@ -164,6 +193,87 @@ def _file_args(module, spec, path):
 
 def _looks_binary(data):
     return b'\x00' in data
+
+
+def _name(path):
+    return clip(path, PATH_LIMIT)
+
+
+def mode_problem(mode):
+    """Why ``mode`` is refused, or None. Only text is a mode: YAML reads an unquoted ``644`` as the decimal
+    number 644, which ansible.builtin.file applies as it is (mode 01204, its documentation warns of such
+    "unexpected results"), and an unquoted ``0644`` as 420; file_set refuses every number instead of guessing
+    which one was meant."""
+    if mode is None or isinstance(mode, str):
+        return None
+    if isinstance(mode, bool) or not isinstance(mode, (int, float)):
+        return 'is %s, not a mode' % quote(mode, 60)
+    if isinstance(mode, int) and 0 <= mode <= 0o7777:
+        return ('is the number %d, not text: YAML reads an unquoted 644 as the decimal number 644 (which '
+                'ansible.builtin.file would apply as mode %04o) and an unquoted 0644 as 420; write the mode '
+                'quoted, such as "0644"' % (mode, mode))
+    return 'is the number %s, not text: write the mode quoted, such as "0644"' % quote(mode, 60)
+
+
+def validate_argv(validate, path):
+    """The argv of a validate command with ``%s`` replaced by ``path``: the command is split like a shell
+    line once, before the path is put in, so no character of the path (an apostrophe, a space, ``$``)
+    is ever read by a shell or by the splitting. ``%%`` is a literal ``%``."""
+    argv = []
+    for word in shlex.split(validate):
+        argv.append('%'.join(part.replace('%s', path) for part in word.split('%%')))
+    return argv
+
+
+def validate_problem(validate):
+    """Why a validate command is refused, or None: it must split like a shell line and hold ``%s`` (the
+    file to check) exactly once; ``%%`` is a literal ``%``, any other ``%`` directive is refused."""
+    count = 0
+    index = 0
+    while True:
+        index = validate.find('%', index)
+        if index < 0:
+            break
+        directive = validate[index + 1:index + 2]
+        if directive == 's':
+            count += 1
+        elif directive != '%':
+            return ('holds %s: the only directive is %%s (the file to check); write %%%% for a literal %%'
+                    % quote('%' + directive))
+        index += 2
+    if count != 1:
+        return 'must contain %%s (the file to check) exactly once, found it %d times' % count
+    try:
+        words = shlex.split(validate)
+    except ValueError as exc:
+        return 'cannot be split into a command and its arguments (%s)' % exc
+    if not words or '%s' in words[0].replace('%%', ''):
+        return 'must start with the checking command, not with %s'
+    return None
+
+
+def _kind(path):
+    """What exists at ``path`` ('a FIFO', 'a regular file', ...), without following a link; None if nothing."""
+    try:
+        return kind_of(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _inside(path, parent):
+    """True when ``path`` is ``parent`` or below it."""
+    return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def _owner_problem(owner, group):
+    for value, lookup, what in ((owner, pwd.getpwnam, 'user'), (group, grp.getgrnam, 'group')):
+        if value is None or str(value).isdigit():
+            continue
+        try:
+            lookup(value)
+        except (KeyError, ValueError):
+            return 'names the %s %s, which this node does not have' % (what, quote(value, 80))
+    return None
 
 
 class FileSet(object):
@@ -191,37 +301,73 @@ class FileSet(object):
             self.changed_paths.append(path)
 
     # Everything that can be known before a change is checked first: bad input changes nothing.
-    def preflight(self, directories, files):
+    def preflight(self, directories, files, absent=()):
         declared = set()
         for spec in directories:
             path = spec['path']
-            if not os.path.isabs(path):
-                self.fail('file_set: directories[].path must be absolute, got %r' % path)
+            self._check_path(path, 'directories[].path')
             if os.path.lexists(path) and not os.path.isdir(path):
-                self.fail('file_set: %s is listed as a directory but exists as something else' % path)
+                self.fail('file_set: %s is listed as a directory but exists as something else' % _name(path))
+            self._check_attributes(spec, path, 'directories[]')
             declared.add(os.path.normpath(path))
         seen = set()
         for spec in files:
             dest = spec['dest']
-            if not os.path.isabs(dest):
-                self.fail('file_set: files[].dest must be absolute, got %r' % dest)
+            self._check_path(dest, 'files[].dest')
             norm = os.path.normpath(dest)
             if norm in seen:
-                self.fail('file_set: %s is listed twice in files' % dest)
+                self.fail('file_set: %s is listed twice in files' % _name(dest))
             seen.add(norm)
             if os.path.isdir(dest):
-                self.fail('file_set: %s is a directory; files[].dest must name a file' % dest)
+                self.fail('file_set: %s is a directory; files[].dest must name a file' % _name(dest))
             if os.path.islink(dest):
-                self.fail('file_set: %s is a symbolic link; file_set does not follow links' % dest)
+                self.fail('file_set: %s is a symbolic link; file_set does not follow links' % _name(dest))
+            kind = _kind(dest)
+            if kind not in (None, 'a regular file'):
+                # A FIFO would block the read of the old content (check mode too), a device such as
+                # /dev/zero never ends: neither is ever opened.
+                self.fail('file_set: %s is %s; files[].dest must be a regular file or not exist'
+                          % (_name(dest), kind))
             parent = os.path.dirname(norm)
             # In check mode a missing directory may be made by an earlier task of the real run (a package
             # install): the file is reported as new, as ansible.builtin.template reports it.
             if parent not in declared and not os.path.isdir(parent) and not self.check:
-                self.fail('file_set: the directory of %s does not exist and is not listed in directories' % dest)
+                self.fail('file_set: the directory of %s does not exist and is not listed in directories'
+                          % _name(dest))
             validate = spec.get('validate')
-            if validate is not None and '%s' not in validate:
-                self.fail('file_set: the validate command of %s must contain %%s (the file to check), got %r'
-                          % (dest, validate))
+            if validate is not None:
+                problem = validate_problem(validate)
+                if problem:
+                    self.fail('file_set: the validate command of %s %s; got %s' % (_name(dest), problem, quote(validate)))
+            self._check_attributes(spec, dest, 'files[]')
+        written = [os.path.normpath(p) for p in list(declared) + list(seen)]
+        written_real = [os.path.realpath(p) for p in written]
+        for path in absent:
+            self._check_path(path or '', 'absent[]', absolute=False)
+            if not _removable(path):
+                self.fail('file_set: absent[] takes absolute paths at least two levels below / (such as '
+                          '/usr/local/lib/old), got %s' % quote(path))
+            for form, targets in ((os.path.normpath(path), written), (os.path.realpath(path), written_real)):
+                for target in targets:
+                    if _inside(target, form):
+                        self.fail('file_set: absent[] lists %s, which holds %s that this call writes: a path is '
+                                  'either written or removed, never both' % (_name(path), _name(target)))
+
+    def _check_path(self, path, what, absolute=True):
+        if '\x00' in path:
+            self.fail('file_set: %s holds a NUL byte, which no file name has: %s' % (what, quote(path)))
+        if absolute and not os.path.isabs(path):
+            self.fail('file_set: %s must be absolute, got %s' % (what, quote(path)))
+
+    def _check_attributes(self, spec, path, what):
+        problem = mode_problem(spec.get('mode'))
+        if problem:
+            self.fail('file_set: the mode of %s (%s) %s' % (_name(path), what, problem))
+        # A name the node does not know would fail half way through the set (after directories were
+        # made); in check mode an earlier task of the real run may still create the user or group.
+        problem = None if self.check else _owner_problem(spec.get('owner'), spec.get('group'))
+        if problem:
+            self.fail('file_set: %s (%s) %s' % (_name(path), what, problem))
 
     def directory(self, spec):
         path = spec['path']
@@ -235,9 +381,9 @@ class FileSet(object):
             try:
                 os.makedirs(path)
             except OSError as exc:
-                self.fail('file_set: cannot create %s: %s' % (path, to_native(exc)))
+                self.fail('file_set: cannot create %s: %s' % (_name(path), to_native(exc)))
         diff = {'before_header': path, 'after_header': path, 'before': {'path': path}, 'after': {'path': path}}
-        if self.module.set_fs_attributes_if_different(_file_args(self.module, spec, path), False, diff=diff):
+        if self._set_attributes(spec, path, path, diff=diff):
             self._mark(path)
             if diff['before'] != diff['after']:
                 self.diffs.append(diff)
@@ -247,18 +393,16 @@ class FileSet(object):
         it and returns that file's path. None when the content is unchanged, and in check mode."""
         dest = spec['dest']
         new = to_bytes(spec['content'], errors='surrogate_or_strict')
-        old = None
-        if os.path.exists(dest):
-            try:
-                with open(dest, 'rb') as handle:
-                    old = handle.read()
-            except (IOError, OSError) as exc:
-                self.fail('file_set: cannot read %s: %s' % (dest, to_native(exc)))
-        if old == new:
+        old, same = self._old_content(dest, new)
+        if same:
             return None
         self._mark(dest)
         if self.module._diff:
-            if (old is not None and _looks_binary(old)) or _looks_binary(new):
+            if old is False:
+                self.diffs.append({'before_header': dest, 'after_header': dest,
+                                   'before': '(more than %d bytes, not shown)' % DIFF_MAX_BYTES,
+                                   'after': to_text(new, errors='surrogate_or_replace')})
+            elif (old is not None and _looks_binary(old)) or _looks_binary(new):
                 self.diffs.append({'before_header': dest, 'after_header': dest,
                                    'before': '(binary)', 'after': '(binary, changed)'})
             else:
@@ -269,9 +413,10 @@ class FileSet(object):
             return None
         directory = os.path.dirname(dest)
         try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(dest))
+            # The name's head only: a long file name plus mkstemp's suffix must stay a valid name.
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(dest)[:100])
         except OSError as exc:
-            self.fail('file_set: cannot write in %s: %s' % (directory, to_native(exc)))
+            self.fail('file_set: cannot write in %s: %s' % (_name(directory), to_native(exc)))
         self.temps.append(tmp)
         try:
             with os.fdopen(fd, 'wb') as handle:
@@ -279,7 +424,7 @@ class FileSet(object):
                 handle.flush()
                 os.fsync(handle.fileno())
         except (IOError, OSError) as exc:
-            self.fail('file_set: cannot write the new content of %s: %s' % (dest, to_native(exc)))
+            self.fail('file_set: cannot write the new content of %s: %s' % (_name(dest), to_native(exc)))
         # The temporary file is 0600 from mkstemp; the existing file's attributes are its defaults, so
         # the file never exists with a wider mode or another owner than the task asks for.
         wanted = dict(spec)
@@ -288,29 +433,76 @@ class FileSet(object):
             for key, value in (('owner', str(st.st_uid)), ('group', str(st.st_gid)), ('mode', '0%o' % (st.st_mode & 0o7777))):
                 if wanted.get(key) is None:
                     wanted[key] = value
-        self.module.set_fs_attributes_if_different(_file_args(self.module, wanted, tmp), False)
+        self._set_attributes(wanted, tmp, dest)
         validate = spec.get('validate')
         if validate:
-            rc, out, err = self.module.run_command(validate % tmp)
+            # An argv, never a shell line: the path goes in after the command was split.
+            rc, out, err = self.module.run_command(validate_argv(validate, tmp))
             if rc != 0:
-                self.fail('file_set: %s was not written: its validate command %r failed (rc=%d): %s'
-                          % (dest, validate, rc, (err or out).strip()),
+                self.fail('file_set: %s was not written: its validate command %s failed (rc=%d): %s'
+                          % (_name(dest), quote(validate), rc, clip((err or out).strip(), 2000)),
                           validate_stdout=out, validate_stderr=err, failed_path=dest)
         return tmp
+
+    def _old_content(self, dest, new):
+        """(old, same): whether the existing content equals ``new``, and that content for the diff (None when
+        there is no file or no diff is asked for, False when it is too large to show). The file is opened
+        without blocking and checked to be a regular file again (it may have changed since the preflight);
+        what is read is bounded by the new content's size, or by DIFF_MAX_BYTES for a diff."""
+        try:
+            fd = os.open(dest, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOCTTY', 0) | getattr(os, 'O_NOFOLLOW', 0))
+        except (IOError, OSError) as exc:
+            if not os.path.lexists(dest):
+                return None, False
+            self.fail('file_set: cannot read %s: %s' % (_name(dest), to_native(exc)))
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                self.fail('file_set: %s is %s; files[].dest must be a regular file or not exist'
+                          % (_name(dest), kind_of(info.st_mode)))
+            if info.st_size == len(new):
+                limit = len(new) + 1
+            elif not self.module._diff:
+                return None, False
+            elif info.st_size > DIFF_MAX_BYTES:
+                return False, False
+            else:
+                limit = info.st_size + 1
+            chunks = []
+            while limit > 0:
+                chunk = os.read(fd, min(limit, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                limit -= len(chunk)
+        except (IOError, OSError) as exc:
+            self.fail('file_set: cannot read %s: %s' % (_name(dest), to_native(exc)))
+        finally:
+            os.close(fd)
+        old = b''.join(chunks)
+        return old, old == new
+
+    def _set_attributes(self, spec, path, shown, diff=None):
+        """AnsibleModule's owner, group and mode change; an OSError it lets through (EPERM on chmod, a
+        read-only file system) fails the task naming ``shown`` instead of a traceback."""
+        try:
+            return self.module.set_fs_attributes_if_different(_file_args(self.module, spec, path), False, diff=diff)
+        except (IOError, OSError) as exc:
+            self.fail('file_set: cannot give the new %s its owner, group or mode: %s' % (_name(shown), to_native(exc)))
 
     def attributes(self, spec):
         dest = spec['dest']
         if not os.path.exists(dest):
             return
         diff = {'before_header': dest, 'after_header': dest, 'before': {'path': dest}, 'after': {'path': dest}}
-        if self.module.set_fs_attributes_if_different(_file_args(self.module, spec, dest), False, diff=diff):
+        if self._set_attributes(spec, dest, dest, diff=diff):
             self._mark(dest)
             if self.module._diff and diff['before'] != diff['after']:
                 self.diffs.append(diff)
 
     def remove(self, path):
         if not _removable(path):  # checked before anything changed; checked again right before removing
-            self.fail('file_set: refusing to remove %r' % path)
+            self.fail('file_set: refusing to remove %s' % quote(path))
         if not os.path.lexists(path):
             return
         self._mark(path)
@@ -325,14 +517,19 @@ class FileSet(object):
             else:
                 os.unlink(path)
         except OSError as exc:
-            self.fail('file_set: cannot remove %s: %s' % (path, to_native(exc)))
+            self.fail('file_set: cannot remove %s: %s' % (_name(path), to_native(exc)))
 
     def run(self, directories, files, absent=()):
-        self.preflight(directories, files)
-        for path in absent:
-            if not _removable(path):
-                self.fail('file_set: absent[] takes absolute paths at least two levels below / (such as '
-                          '/usr/local/lib/old), got %r' % path)
+        # Whatever ends the run (a failed owner or mode change ends it inside AnsibleModule, with
+        # SystemExit), no temporary file is left beside a destination.
+        try:
+            return self._run(directories, files, absent)
+        except BaseException:
+            self._remove_temps()
+            raise
+
+    def _run(self, directories, files, absent):
+        self.preflight(directories, files, absent)
         for spec in directories:
             self.directory(spec)
         pending = []
@@ -346,7 +543,7 @@ class FileSet(object):
             try:
                 os.rename(tmp, dest)
             except OSError as exc:
-                self.fail('file_set: cannot move the new %s into place: %s' % (dest, to_native(exc)))
+                self.fail('file_set: cannot move the new %s into place: %s' % (_name(dest), to_native(exc)))
             self.temps.remove(tmp)
         # SELinux: a file moved into place takes the default context of its path.
         for dest, dummy in pending:

@@ -44,13 +44,17 @@ options:
   expected_rate_gbps:
     description:
       - Rate in Gb/s every judged active port must reach (for example C(400) for NDR or 400GbE). A port below it
-        is a C(warning). Unset skips the rate check.
+        is a C(warning). Unset skips the rate check. A number above 0; NaN and Infinity (which would switch the check
+        off) fail the module.
       - Exclude ports that legitimately run slower (a management NIC) with O(ignore_ports).
     type: float
   ignore_ports:
     description:
       - HCAs (C(mlx5_0)) or single ports (C(mlx5_0/1)) that are reported but not judged (state, rate, GID
         and ACS checks), for example an unused second port or a front-end Ethernet adapter.
+      - As for every list option of a module, Ansible takes a string as a comma-separated list (C(mlx5_0) is
+        one item, C(mlx5_0,mlx5_1) two). The health program's configuration and the health_check role take a
+        list only.
     type: list
     elements: str
     default: []

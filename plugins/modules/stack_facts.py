@@ -62,6 +62,12 @@ notes:
   - C(python) is the interpreter Ansible uses on the node.
   - Output and files that are not UTF-8 are decoded with U+FFFD for the bad bytes, so the facts
     are always valid text (no surrogates that would break the fact cache or the audit).
+  - Only regular files are read, opened without blocking, at most 64 KiB each (C(ofed_info) its first
+    4 KiB), each within 10 seconds. A file that is a FIFO or a device, is larger, nests its JSON deeper
+    than 32 levels, or sits on a mount that does not answer (a hung NFS server) is listed in
+    C(gpu_stack_details.unreadable) with the reason, and a component that cannot be known without it is
+    V(null) in C(gpu_stack) and listed with that reason in C(gpu_stack_details.unknown), and the drift audit
+    reports it as V(unknown), never as absent. Nothing more under a mount that did not answer is tried.
 seealso:
   - module: gpucluster.core.drift_audit
 '''
@@ -121,6 +127,11 @@ ansible_facts:
           (C(gpus)), per-HCA firmware (C(hcas)), the kernel module flavour
           (C(nvidia_kernel_module), V(open) or V(proprietary)), the package manager read, and
           C(collected_at) (seconds since the epoch) which the audit uses to refuse stale facts.
+        - C(unreadable) maps each file (or CUDA directory) that could not be read to the reason;
+          C(unknown) maps each component whose version cannot be known to the reason (its version in
+          C(gpu_stack) is V(null)).
+        - In C(gpu_stack_cuda_toolkits), a toolkit directory whose version cannot be read (and that no
+          package names) has V(null) as its version and the reason in C(unknown).
       returned: always
       type: dict
 '''
@@ -132,6 +143,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions as sv
+from ansible_collections.gpucluster.core.plugins.module_utils.bounded_read import (
+    TimedOut, Unreadable, call_with_timeout, read_regular)
 from ansible_collections.gpucluster.core.plugins.module_utils.timed_command import run_timed
 
 # Where the module reads; a test points this at a fake root.
@@ -147,18 +160,26 @@ NCCL_HEADERS = ('usr/include/nccl.h', 'usr/local/cuda/include/nccl.h')
 OFED_INFO = 'usr/bin/ofed_info'
 # ofed_info is a generated shell script of a few hundred lines: read its head, never run it.
 OFED_INFO_BYTES = 4096
+# Every file read is a regular file of at most this size (version.json is about 2 KB, a header 4 KB).
+FILE_MAX_BYTES = 65536
+# Seconds one file (or one CUDA directory) may take to answer: a stat or a read on a hung NFS mount
+# never returns; the path is reported unreadable and the module goes on.
+FILE_TIMEOUT = 10
+# The files each component is read from (besides the package database): a component absent
+# everywhere whose file could not be read is unknown, with the reason, never absent.
+COMPONENT_FILES = {
+    'os': ('/etc/os-release', '/usr/lib/os-release'),
+    'nvidia_driver_loaded': ('/proc/driver/nvidia/version',),
+    'cudnn': tuple('/' + h for h in CUDNN_HEADERS),
+    'nccl': tuple('/' + h for h in NCCL_HEADERS),
+    'ofed': ('/' + OFED_INFO,),
+    'gpu_vbios': ('/proc/driver/nvidia/gpus/*/information',),
+    'hca_firmware': ('/sys/class/infiniband/*/fw_ver',),
+}
 
 
 def _path(relative):
     return os.path.join(ROOT, relative)
-
-
-def _read(relative, limit=65536):
-    try:
-        with open(_path(relative), 'r', encoding='utf-8', errors='replace') as handle:
-            return handle.read(limit)
-    except (IOError, OSError):
-        return None
 
 
 def _relative(path):
@@ -167,6 +188,47 @@ def _relative(path):
 
 def _glob(pattern):
     return sorted(glob.glob(_path(pattern)))
+
+
+class Reader(object):
+    """Reads the node's files: regular files only (a FIFO or a device is never waited on), at most
+    FILE_MAX_BYTES, each within FILE_TIMEOUT seconds. Why a file was not read is kept in
+    ``unreadable`` (node path -> reason); after one timeout, nothing more under that path is tried."""
+
+    def __init__(self, timeout=None):
+        self.timeout = FILE_TIMEOUT if timeout is None else timeout
+        self.unreadable = {}
+        self._hung = []
+
+    def _hung_under(self, node_path):
+        for hung in self._hung:
+            if node_path == hung or node_path.startswith(hung.rstrip('/') + '/'):
+                return hung
+        return None
+
+    def call(self, node_path, function, *args):
+        """(value, reason): ``function(*args)`` on ``node_path`` within the time limit."""
+        hung = self._hung_under(node_path)
+        if hung:
+            return None, 'not read: %s did not answer before' % hung
+        try:
+            return call_with_timeout(function, self.timeout, *args), None
+        except TimedOut:
+            self._hung.append(node_path)
+            return None, 'no answer within %s s (a hung mount?)' % self.timeout
+        except Unreadable as exc:
+            return None, str(exc)
+        except (IOError, OSError) as exc:
+            return None, exc.strerror or str(exc)
+
+    def text(self, relative, limit=FILE_MAX_BYTES, head=False):
+        """The file's text, None when it does not exist or cannot be read (then recorded)."""
+        node_path = '/' + relative.lstrip('/')
+        data, reason = self.call(node_path, read_regular, _path(relative), limit, head)
+        if reason:
+            self.unreadable[node_path] = reason
+            return None
+        return None if data is None else data.decode('utf-8', 'replace')
 
 
 class QueryTimeout(Exception):
@@ -219,45 +281,69 @@ def read_packages(module, manager):
     return manager, installed, broken
 
 
-def read_inputs(module):
+def _cuda_directory(reader, directory):
+    """The version files of one CUDA directory, read within the time limit; None when it is no
+    directory of its own (a link, a file)."""
+    node_dir = _relative(directory)
+    is_dir, reason = reader.call(node_dir, lambda: os.path.isdir(directory) and not os.path.islink(directory))
+    if reason:
+        return {'json': None, 'txt': None, 'problems': {node_dir: reason}}
+    if not is_dir:
+        return None
+    rel = node_dir.lstrip('/')
+    files = {'json': reader.text(rel + '/version.json'), 'txt': reader.text(rel + '/version.txt')}
+    problems = dict((path, why) for path, why in reader.unreadable.items() if path.startswith(node_dir + '/'))
+    if problems:
+        files['problems'] = problems
+    return files
+
+
+def read_inputs(module, reader=None):
+    reader = reader or Reader()
     manager, packages, broken = read_packages(module, module.params['package_manager'])
     inputs = {
         'package_manager': manager,
         'packages': packages,
         'broken_packages': broken,
-        'os_release': _read('etc/os-release') or _read('usr/lib/os-release'),
-        'debian_version': _read('etc/debian_version'),
+        'os_release': reader.text('etc/os-release') or reader.text('usr/lib/os-release'),
+        'debian_version': reader.text('etc/debian_version'),
         'kernel': platform.release(),
         'python': platform.python_version(),
-        'proc_driver_version': _read('proc/driver/nvidia/version'),
-        'ofed_info': _read(OFED_INFO, OFED_INFO_BYTES),
+        'proc_driver_version': reader.text('proc/driver/nvidia/version'),
+        'ofed_info': reader.text(OFED_INFO, OFED_INFO_BYTES, head=True),
     }
 
     gpus = {}
     for info in _glob('proc/driver/nvidia/gpus/*/information'):
-        gpus[os.path.basename(os.path.dirname(info))] = _read(_relative(info).lstrip('/'))
+        gpus[os.path.basename(os.path.dirname(info))] = reader.text(_relative(info).lstrip('/'))
     inputs['gpu_information'] = gpus
 
     version_files = {}
     for directory in _glob(CUDA_DIRS):
-        if not os.path.isdir(directory) or os.path.islink(directory):
-            continue
-        rel = _relative(directory).lstrip('/')
-        version_files[_relative(directory)] = {
-            'json': _read(rel + '/version.json'),
-            'txt': _read(rel + '/version.txt'),
-        }
+        files = _cuda_directory(reader, directory)
+        if files is not None:
+            version_files[_relative(directory)] = files
     inputs['cuda_version_files'] = version_files
     link = _path(CUDA_LINK)
-    if os.path.exists(link):
-        inputs['cuda_default_path'] = _relative(os.path.realpath(link))
+    target, reason = reader.call('/' + CUDA_LINK, lambda: os.path.realpath(link) if os.path.exists(link) else None)
+    if reason:
+        version_files['/' + CUDA_LINK] = {'json': None, 'txt': None, 'problems': {'/' + CUDA_LINK: reason}}
+        inputs['cuda_default_path'] = '/' + CUDA_LINK
+    elif target is not None:
+        inputs['cuda_default_path'] = _relative(target)
         if inputs['cuda_default_path'] not in version_files and not os.path.islink(link):
             # A plain directory /usr/local/cuda (runfile installs without the versioned dir).
-            version_files['/usr/local/cuda'] = {'json': _read(CUDA_LINK + '/version.json'),
-                                                'txt': _read(CUDA_LINK + '/version.txt')}
+            files = _cuda_directory(reader, link)
+            if files is not None:
+                version_files['/' + CUDA_LINK] = files
 
-    inputs['cudnn_headers'] = dict(('/' + h, _read(h)) for h in CUDNN_HEADERS if os.path.exists(_path(h)))
-    inputs['nccl_headers'] = dict(('/' + h, _read(h)) for h in NCCL_HEADERS if os.path.exists(_path(h)))
+    for key, headers in (('cudnn_headers', CUDNN_HEADERS), ('nccl_headers', NCCL_HEADERS)):
+        found = {}
+        for header in headers:
+            text = reader.text(header)
+            if text is not None:
+                found['/' + header] = text
+        inputs[key] = found
 
     hcas = {}
     for fw in _glob('sys/class/infiniband/*/fw_ver'):
@@ -265,8 +351,10 @@ def read_inputs(module):
         # Software devices (rxe, siw) have no PCI device behind them and no firmware.
         if not os.path.exists(os.path.join(device_dir, 'device')):
             continue
-        hcas[os.path.basename(device_dir)] = _read(_relative(fw).lstrip('/'))
+        hcas[os.path.basename(device_dir)] = reader.text(_relative(fw).lstrip('/'))
     inputs['hca_fw'] = hcas
+    inputs['unreadable'] = dict(reader.unreadable)
+    inputs['component_files'] = COMPONENT_FILES
     return inputs
 
 

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpucluster.core.plugins.module_utils import drift
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 # The action plugin catches this when reports cannot be written.
@@ -36,6 +37,9 @@ def build_report(hosts, summary, findings, stats, baselines_used=None, generated
         'groups': stats.get('distribution') or {},
         'group_hosts': stats.get('members') or {},
     }
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0:
+        # A negative limit would slice from the end (rows[:-3]).
+        raise ValueError('max_rows must be a whole number of rows of 0 or more, got %s' % (quote(max_rows),))
     if baselines_used is not None:
         document['baseline'] = baselines_used
     report = reports.Report(TITLE, 'FAILED' if summary['failed'] else 'passed', document,
@@ -71,20 +75,23 @@ def build_report(hosts, summary, findings, stats, baselines_used=None, generated
         ', '.join('%d %s' % (n, s) for s, n in summary['by_severity'].items() if n) or 'none',
         summary['fail_on']))
     for note in summary.get('notes') or ():
-        report.paragraph('Note: %s.' % note)
+        report.paragraph('Note: %s.' % reports.md_line(note))
     if summary['hosts_unknown']:
         shown = summary['unknown_hosts'][:20]
         more = summary['hosts_unknown'] - len(shown)
+        # Host names as escaped text, never inside a code span (a backtick in a name would close it).
         report.paragraph('Hosts without facts (unreachable or not gathered): %s%s.' % (
-            ', '.join('`%s`' % reports.md_line(h) for h in shown), ' and %d more' % more if more > 0 else ''))
+            ', '.join(reports.md_line(h) for h in shown), ' and %d more' % more if more > 0 else ''))
     rows = drift.collapse_unknown(findings)
     if not rows:
         report.paragraph('No drift: every host matches its pins and its group.')
         return report
     table = []
     for row in rows[:max_rows]:
-        if row['kind'] == 'unknown':
+        if row['kind'] == 'unknown' and 'count' in row:
             component, expected = 'all %d checked' % row['count'], row.get('message')
+        elif row['kind'] == 'unknown':
+            component, expected = row['component'], row.get('message')
         else:
             component, expected = row['component'], _display(row['expected'])
         table.append([row['severity'], row['host'], component, expected, _display(row['found']), row['kind']])

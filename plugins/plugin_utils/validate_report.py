@@ -20,6 +20,8 @@ import json
 import math
 
 from ansible_collections.gpucluster.core.plugins.module_utils import fabric_matrix, nccl_tests, perftest
+from ansible_collections.gpucluster.core.plugins.module_utils.scheduler import make_reason
+from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import clip, quote
 from ansible_collections.gpucluster.core.plugins.plugin_utils import reports
 
 CHECK_STATUSES = ('passed', 'failed', 'skipped')
@@ -82,8 +84,8 @@ def nccl_busbw(output):
 
 
 def _short(text, limit=300):
-    text = ' '.join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + '...'
+    """``text`` on one line (runs of white space made one space), cut to ``limit`` (text_bounds.clip)."""
+    return clip(' '.join(clip(text, 4 * limit).split()), limit)
 
 
 # --------------------------------------------------------------------------- renderers
@@ -118,7 +120,7 @@ def _check_report(report):
         if not isinstance(check, dict) or check.get('status') not in CHECK_STATUSES \
                 or not check.get('name') or not check.get('node'):
             raise ReportInputError('check %s must have a name, a node and a status in %s'
-                                   % (_short(repr(check)), ', '.join(CHECK_STATUSES)))
+                                   % (quote(check), ', '.join(CHECK_STATUSES)))
     # JSON has no NaN or Infinity (RFC 8259): a report holding one would be a validate.json its
     # readers refuse. Every figure is checked finite where it is parsed; this is the last guard.
     found = _non_finite(report, 'report')
@@ -211,8 +213,8 @@ def matrix_table(verdict, unit='Gb/s'):
             if src == dst:
                 cells.append('')
                 continue
-            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % status.get((src, dst), '?')
-            cells.append(_gbps(legs.get((src, dst))) + mark)
+            mark = '' if status.get((src, dst)) == 'ok' else ' **%s**' % reports.md_text(status.get((src, dst), '?'))
+            cells.append(reports.Markup(reports.md_text(_gbps(legs.get((src, dst)))) + mark))
         rows.append(cells)
     return ['from / to (%s)' % unit] + list(nodes), rows
 
@@ -269,7 +271,7 @@ def render_prom(report, node, timestamp):
     """node_exporter textfile metrics for ``node`` (same conventions as gpucluster_health.prom)."""
     report = _check_report(report)
     if node not in report['nodes']:
-        raise ReportInputError('node %r is not in the report (nodes: %s)' % (node, ', '.join(report['nodes'])))
+        raise ReportInputError('node %s is not in the report (nodes: %s)' % (quote(node), clip(', '.join(map(str, report['nodes'])))))
     samples = dict((entry[0], []) for entry in _PROM_HELP)
     mine = [c for c in report['checks'] if c['node'] in (node, 'fleet')]
     matrix = report.get('matrix') or {}
@@ -313,12 +315,13 @@ def render_prom(report, node, timestamp):
 
 
 def drain_plan(report):
-    """``[{'node', 'reason'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
-    reason (``validate_drain_bad_nodes``). Only a node blamed by itself is drained: a bad node of the
-    pair matrix or a node that cannot pass full-size frames to any peer. A bad link (two good nodes,
-    one bad cable or port) drains neither end, and nothing is drained from a report without verdicts,
-    nor from a verdict that withheld blame (no pair measured, every figure 0, every pair below the
-    floor, more than half the nodes blamed: fabric_matrix.WITHHELD)."""
+    """``[{'node', 'reason', 'text'}]``: the nodes the verdict blames on their own, to drain in Slurm with the
+    reason ``gpucluster/validate#<tag>: <text>``, text ``<time>: <findings>`` (``validate_drain_bad_nodes``).
+    Only a node blamed by itself is drained: a bad node of the pair matrix or a node that cannot pass
+    full-size frames to any peer. A bad link (two good nodes, one bad cable or port) drains neither end,
+    and nothing is drained from a report without verdicts, nor from a verdict that withheld blame (no pair
+    measured, every figure 0, every pair below the floor, more than half the nodes blamed:
+    fabric_matrix.WITHHELD)."""
     report = _check_report(report)
     stamp = report.get('generated_at') or 'unknown time'
     reasons = {}
@@ -331,5 +334,11 @@ def drain_plan(report):
     if mtu.get('fleet_verdict') not in fabric_matrix.WITHHELD:
         for node in mtu.get('bad_nodes', ()):
             reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
-    return [{'node': node, 'reason': 'gpucluster validate %s: %s' % (stamp, '; '.join(reasons[node]))}
-            for node in report['nodes'] if node in reasons]
+    # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>; ``text`` is
+    # what goes after the tag (for gpucluster.core.scheduler_decide('hold', 'validate', text)).
+    plan = []
+    for node in report['nodes']:
+        if node in reasons:
+            text = '%s: %s' % (stamp, '; '.join(reasons[node]))
+            plan.append({'node': node, 'reason': make_reason('validate', text), 'text': text})
+    return plan

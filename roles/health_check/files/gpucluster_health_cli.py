@@ -20,6 +20,7 @@ __metaclass__ = type
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,7 +34,9 @@ CONFIG_KEYS = ('nvidia_smi_path', 'expected_count', 'thresholds', 'xid_window_mi
                'sysfs_root', 'timeout', 'run_timeout', 'rdma')
 # The "rdma" object: expect_present (the node belongs on the RDMA fabric: no adapter is critical),
 # expected_rate_gbps (a port below it is a warning) and ignore_ports ("mlx5_0" or "mlx5_0/1").
-RDMA_KEYS = ('expect_present', 'expected_rate_gbps', 'ignore_ports')
+# hcas: the ports the node's jobs use (NCCL_IB_HCA entries, mlx5_0 or mlx5_0:1): only those are judged,
+# and one the node lacks is critical; empty or absent: every port not in ignore_ports.
+RDMA_KEYS = ('expect_present', 'expected_rate_gbps', 'ignore_ports', 'hcas')
 EXIT_UNKNOWN = 3
 # Exit codes of the reports this file writes itself (independent of the checks, which may be what failed).
 FAILURE_EXIT_CODES = {'critical': 2, 'unknown': EXIT_UNKNOWN}
@@ -104,6 +107,11 @@ def _rdma_config(path, rdma):
         raise ConfigError('config %s: rdma: unknown key(s) %s; known: %s' % (path, ', '.join(unknown), ', '.join(RDMA_KEYS)))
     if not isinstance(rdma.get('expect_present', False), bool):
         raise ConfigError('config %s: rdma.expect_present must be true or false, got %r' % (path, rdma['expect_present']))
+    hcas = rdma.get('hcas')
+    if hcas is not None and (not isinstance(hcas, list) or not all(
+            isinstance(h, str) and re.match(r'^[^/:\s]+(:[1-9][0-9]*)?$', h) for h in hcas)):
+        raise ConfigError('config %s: rdma.hcas must be a list of RDMA devices, optionally with a port '
+                          '(mlx5_0, mlx5_1:1), got %r' % (path, hcas))
     try:
         rdma_sysfs.normalize_options(rdma.get('expected_rate_gbps'), rdma.get('ignore_ports'))
     except rdma_sysfs.RdmaOptionError as exc:
@@ -118,11 +126,15 @@ def judge_rdma(config, sysfs_root):
     """
     rdma = config.get('rdma') or {}
     expect = bool(rdma.get('expect_present'))
-    facts = rdma_sysfs.build_facts(rdma_sysfs.collect(sysfs_root), expected_rate_gbps=rdma.get('expected_rate_gbps'),
-                                   ignore_ports=rdma.get('ignore_ports'))
-    if not facts['present'] and not expect and facts['health']['status'] == 'ok':
+    snapshot = rdma_sysfs.collect(sysfs_root)
+    ignored, missing = list(rdma.get('ignore_ports') or []), []
+    if rdma.get('hcas'):
+        outside, missing = rdma_health.select_ports(snapshot.get('hcas'), rdma['hcas'])
+        ignored += outside
+    facts = rdma_sysfs.build_facts(snapshot, expected_rate_gbps=rdma.get('expected_rate_gbps'), ignore_ports=ignored)
+    if not facts['present'] and not expect and not missing and facts['health']['status'] == 'ok':
         return None, []
-    return facts, rdma_health.health_issues(facts, expect_present=expect)
+    return facts, rdma_health.health_issues(facts, expect_present=expect) + rdma_health.missing_issues(missing)
 
 
 class SmiRecorder(object):
@@ -264,15 +276,33 @@ def parse_args(argv):
     parser.add_argument('--sysfs-root', help='sysfs root for the PCI count (default /sys)')
     parser.add_argument('--xid-window-minutes', type=int, help='Xid window in minutes (default 120)')
     parser.add_argument('--timeout', type=int, help='seconds nvidia-smi may take (default %d)' % DEFAULT_TIMEOUT)
+    parser.add_argument('--thresholds', metavar='JSON',
+                        help='threshold overrides as a JSON object, in place of the config\'s (merged over the '
+                             'defaults the same way; the rolling upgrade\'s health gate passes its own)')
     parser.add_argument('--run-timeout', type=int,
                         help='seconds the whole run may take (default: the config, else no limit); nvidia-smi '
                              'gets at most this minus %d s' % RUN_RESERVE)
     args = parser.parse_args(argv)
+    if args.thresholds is not None:
+        try:
+            args.thresholds = gpu_health.merge_thresholds(_json_object('--thresholds', args.thresholds))
+        except gpu_health.ThresholdError as exc:
+            raise UsageError('bad command line: --thresholds: %s' % exc)
     for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = getattr(args, key)
         if value is not None and value < 0:
             raise UsageError('bad command line: --%s must be >= 0, got %d' % (key.replace('_', '-'), value))
     return args
+
+
+def _json_object(option, text):
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError('bad command line: %s must be a JSON object, got %r (%s)' % (option, text, exc))
+    if not isinstance(value, dict):
+        raise UsageError('bad command line: %s must be a JSON object, got %r' % (option, text))
+    return value
 
 
 def output_choice(argv):
@@ -439,6 +469,8 @@ def _run(args, now, state):
         value = getattr(args, key)
         if value is not None:
             config[key] = value
+    if args.thresholds is not None:
+        config['thresholds'] = args.thresholds
     run_timeout = config.get('run_timeout') or None
     deadline = None
     if run_timeout:

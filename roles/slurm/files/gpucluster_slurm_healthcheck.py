@@ -2,13 +2,18 @@
 """Slurm HealthCheckProgram: run the node health program, drain on critical, resume when healthy.
 
 The command-line front end of the wrapper: its decisions are plugins/module_utils/slurm_health.py
-(pure functions), packed with this file into one archive by the gpucluster.core.slurm role the way
-the health_check role packs the node health program (roles/health_check/files/build_zipapp.py), and
-run by slurmd as root every HealthCheckInterval seconds through /usr/local/sbin/gpucluster-slurm-healthcheck.
+(the program's verdict and findings) and plugins/module_utils/scheduler.py (the node's state, whose
+hold it is, drain/resume/none, the scontrol argv), packed with this file into one archive by the
+gpucluster.core.slurm role the way the health_check role packs the node health program
+(roles/health_check/files/build_zipapp.py), and run by slurmd as root every HealthCheckInterval
+seconds through /usr/local/sbin/gpucluster-slurm-healthcheck.
 Settings come from a JSON file (default /etc/slurm/gpucluster-healthcheck.json, or the path in the
-first argument): program, node_name, reason_prefix, timeout (this wrapper's budget, seconds),
-program_timeout (the run timeout passed to the program, less than timeout), scontrol.
-This file runs the commands (the program, scontrol) and logs; slurm_health says what to do.
+first argument): program, node_name, timeout (this wrapper's budget, seconds), program_timeout (the
+run timeout passed to the program, less than timeout), scontrol; reason_prefix (older releases)
+is ignored. Our drain reason is ``gpucluster/health#<tag>: <findings>``; the wrapper resumes only
+such a drain (or the previous release's ``gpucluster-health: ...``), never a node in an operator
+state (DOWN, FAIL, MAINT, RESERVED, FUTURE, ...) and never a drain whose reason is not ours.
+This file runs the commands (the program, scontrol) and logs; the modules say what to do.
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -35,8 +40,8 @@ KILL_WAIT = 1
 SCONTROL_MIN = 2
 
 # Relative: this file only runs as gpucluster_slurm_healthcheck.cli, inside the archive with its logic.
-from . import slurm_health  # noqa: E402
-from .slurm_health import SettingsError, decide, hung_issues, parse_node, parse_report  # noqa: E402
+from . import scheduler, slurm_health  # noqa: E402
+from .slurm_health import SettingsError, finding_text, hung_issues, parse_report  # noqa: E402
 
 
 def log(message, error=False):
@@ -131,7 +136,8 @@ def main(argv=None):
     except SettingsError as exc:
         log('cannot read settings %s: %s; nothing done' % (path, exc), error=True)
         return 1
-    program, node, prefix, scontrol = cfg['program'], cfg['node'], cfg['prefix'], cfg['scontrol']
+    program, node = cfg['program'], cfg['node']
+    slurm = scheduler.Slurm(cfg['scontrol'])
     deadline = start + cfg['timeout']
     if not (os.path.isfile(program) and os.access(program, os.X_OK)):
         log('health program %s is missing or not executable; node %s left as it is' % (program, node), error=True)
@@ -150,7 +156,7 @@ def main(argv=None):
     else:
         status, issues, why = parse_report(rc, out)
     try:
-        src, show, err = run([scontrol, 'show', 'node', node, '-o'], max(SCONTROL_MIN, deadline - time.monotonic()))
+        src, show, err = run(slurm.show_argv(node), max(SCONTROL_MIN, deadline - time.monotonic()))
     except OSError as exc:
         log('scontrol show node %s failed (%s); nothing done' % (node, exc), error=True)
         return 0
@@ -158,15 +164,18 @@ def main(argv=None):
         log('scontrol show node %s failed: %s; nothing done'
             % (node, 'timed out' if src is None else err.strip()), error=True)
         return 0
-    flags, current = parse_node(show)
-    action, detail = decide(status, issues, flags, current, prefix)
-    if action not in ('drain', 'resume'):
+    state = slurm.parse_state(show, node)
+    decision = scheduler.decide_verdict(status, state, slurm_health.SOURCE,
+                                        finding_text(issues) if status == 'critical' else None)
+    cmd = slurm.action_argv(node, decision)
+    if cmd is None:
         if status == 'unknown':
-            log('%s: %s (%s)' % (node, detail, why), error=True)
+            log('%s: %s (%s)' % (node, decision.why, why), error=True)
         elif status != 'ok':
-            log('%s: %s' % (node, detail), error=status != 'critical' or 'someone else' in detail)
+            # A critical node that is not ours to drain is worth a warning; so is a warning verdict.
+            log('%s: health %s: %s' % (node, status, decision.why),
+                error=not decision.why.startswith('already held'))
         return 0
-    cmd = slurm_health.update_command(scontrol, node, action, detail)
     try:
         urc, _out, uerr = run(cmd, max(SCONTROL_MIN, deadline - time.monotonic()))
     except OSError as exc:
@@ -174,8 +183,8 @@ def main(argv=None):
     if urc != 0:
         log('%s failed: %s' % (' '.join(cmd[:3]), 'timed out' if urc is None else uerr.strip()), error=True)
         return 1
-    log('%s: %s%s' % (node, 'drained: ' if action == 'drain' else 'resumed: health ',
-                      detail if action == 'drain' else status))
+    log('%s: %s' % (node, ('drained: ' + decision.reason) if decision.action == 'drain'
+                    else 'resumed: health %s (%s)' % (status, decision.why)))
     return 0
 
 

@@ -104,7 +104,7 @@ VALUE_CASES = [
     ('path-relative', 'path', '', {'p': 'usr/local'}, [('p = ', 'it is not an absolute path')]),
     ('path-space', 'path', '', {'p': '/usr/local dir'}, [('p = ', 'it contains white space')]),
     ('mapping-where-scalar', 'word', '', {'x': [{'a': {'b': None}}]}, [('x[0].a.b = null', 'it is empty (null)')]),
-    ('float-nan', 'line', '', {'x': float('nan')}, [('x = ', 'it is a float, not a single value')]),
+    ('float-nan', 'line', '', {'x': float('nan')}, [('x = NaN', 'it is not a finite number')]),
     # versions must be strings
     ('versions-float', 'versions', '', {'cuda_toolkit_versions': [12.1]},
      [('cuda_toolkit_versions[0] = 12.1', 'quote it: cuda_toolkit_versions: ["12.1"]')]),

@@ -2,7 +2,8 @@
 """Robustness of the health path: the node health program and the Slurm HealthCheckProgram wrapper.
 
 Three tables, each case with its exact outcome:
-  - WRAPPER_CASES: the wrapper (roles/slurm: module_utils/slurm_health.py and files/gpucluster_slurm_healthcheck.py,
+  - WRAPPER_CASES: the wrapper (roles/slurm: module_utils/slurm_health.py, module_utils/scheduler.py and
+    files/gpucluster_slurm_healthcheck.py,
     imported from the archive the role installs) against a scripted
     health program (every exit code / JSON / timeout shape) and a stand-in scontrol (node state and
     drain reason): the scontrol update it makes, or none.
@@ -34,12 +35,11 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.gpucluster.core.plugins.module_utils import slurm_health
+from ansible_collections.gpucluster.core.plugins.module_utils import scheduler, slurm_health
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 MODULE_UTILS = os.path.join(REPO, 'plugins', 'module_utils')
 CLI = os.path.join(REPO, 'roles', 'health_check', 'files', 'gpucluster_health_cli.py')
-P = 'gpucluster-health'
 
 sys.path.insert(0, os.path.join(REPO, 'tests'))
 import node_programs  # noqa: E402
@@ -66,20 +66,29 @@ def _json(status, issues=None, code=None):
 
 CRIT_ISSUES = [{'gpu': 1, 'check': 'row_remap', 'severity': 'critical', 'message': 'row remap pending'},
                {'gpu': 0, 'check': 'temperature', 'severity': 'warning', 'message': 'hot'}]
-CRIT_REASON = 'gpucluster-health: gpu1 row remap pending'
+CRIT_REASON = scheduler.make_reason('health', 'gpu1 row remap pending')
+OLDER = scheduler.make_reason('health', 'gpu0 xid 79')
 
-# Node states as `scontrol show node -o` prints them.
+# Node states as `scontrol --oneliner show node NODE` prints them.
 IDLE = 'NodeName=node2 Arch=x86_64 State=IDLE Partitions=gpu'
-OURS = 'NodeName=node2 State=IDLE+DRAIN Partitions=gpu Reason=gpucluster-health: gpu0 xid 79 [root@2026-11-30T10:00:00]'
+OURS = 'NodeName=node2 State=IDLE+DRAIN Partitions=gpu Reason=%s [root@2026-11-30T10:00:00]' % OLDER
 OURS_SAME = 'NodeName=node2 State=IDLE+DRAIN Reason=%s [root@2026-11-30T10:00:00] Comment=(null)' % CRIT_REASON
-OURS_MIXED = 'NodeName=node2 State=MIXED+DRAIN Reason=gpucluster-health: gpu0 xid 79 [root@t]'
+OURS_MIXED = 'NodeName=node2 State=MIXED+DRAIN Reason=%s [root@t]' % OLDER
+# Drained by the previous release (its reason form): still ours.
+OURS_BEFORE = 'NodeName=node2 State=IDLE+DRAIN Reason=gpucluster-health: gpu0 xid 79 [root@t]'
+OURS_BEFORE_XID = ('NodeName=node2 State=IDLE+DRAIN Reason=gpucluster-health: GPU0 Xid 79 (PCI:0000:81:00): 79, pid=0, '
+                   'name=python3, GPU has fallen off the bus [root@2026-11-30T10:00:00] Comment=(null)')
 OPERATOR = 'NodeName=node2 State=IDLE+DRAIN Reason=operator: fan swap [alice@2026-11-30T10:00:00]'
 LOOKALIKE = 'NodeName=node2 State=IDLE+DRAIN Reason=gpucluster-healthy people [bob@t]'
-DOWN_OURS = 'NodeName=node2 State=DOWN+DRAIN Reason=gpucluster-health: gpu0 xid 79 [root@t]'
+EDITED = 'NodeName=node2 State=IDLE+DRAIN Reason=%s - RMA 1234 [alice@t]' % OLDER
+# DOWN (whoever set it) is an operator state: State=RESUME would clear it.
+DOWN_OURS = 'NodeName=node2 State=DOWN+DRAIN Reason=%s [root@t]' % OLDER
+DOWN_OPERATOR = 'NodeName=node2 State=DOWN Reason=PSU swap, do not use [alice@t]'
+MAINT_OURS = 'NodeName=node2 State=IDLE+DRAIN+MAINTENANCE+RESERVED Reason=%s [root@t]' % OLDER
 
 DRAIN = 'update NodeName=node2 State=DRAIN Reason='
 RESUME = 'update NodeName=node2 State=RESUME'
-HUNG = DRAIN + 'gpucluster-health: nvidia-smi hung (the health program gave no answer within 1s; killed)'
+HUNG = DRAIN + scheduler.make_reason('health', 'nvidia-smi hung (the health program gave no answer within 1s; killed)')
 
 # Program shapes: (shell body of the health program).
 OK = "echo '%s'; exit 0\n" % _json('ok')
@@ -111,7 +120,12 @@ WRAPPER_CASES = [
     ('ok-idle', OK, IDLE, 'no drain', None),
     ('ok-ours', OK, OURS, 'resume', RESUME),
     ('ok-ours-mixed', OK, OURS_MIXED, 'resume', RESUME),
-    ('ok-ours-down', OK, DOWN_OURS, 'resume', RESUME),
+    ('ok-ours-before', OK, OURS_BEFORE, 'resume', RESUME),
+    ('ok-ours-before-xid-name', OK, OURS_BEFORE_XID, 'resume', RESUME),
+    ('ok-ours-down', OK, DOWN_OURS, 'keep', None),
+    ('ok-ours-maint', OK, MAINT_OURS, 'keep', None),
+    ('ok-operator-down', OK, DOWN_OPERATOR, 'no drain', None),
+    ('ok-edited', OK, EDITED, 'keep', None),
     ('ok-exit-code-field', OK_CODE, OURS, 'resume', RESUME),
     ('ok-operator', OK, OPERATOR, 'keep', None),
     ('ok-lookalike-prefix', OK, LOOKALIKE, 'keep', None),
@@ -123,6 +137,10 @@ WRAPPER_CASES = [
     ('critical-ours-same-reason', CRIT, OURS_SAME, 'keep', None),
     ('critical-operator', CRIT, OPERATOR, 'keep', None),
     ('critical-lookalike', CRIT, LOOKALIKE, 'keep', None),
+    ('critical-ours-before', CRIT, OURS_BEFORE, 'drain', DRAIN + CRIT_REASON),
+    ('critical-operator-down', CRIT, DOWN_OPERATOR, 'no drain', None),
+    ('critical-ours-down', CRIT, DOWN_OURS, 'keep', None),
+    ('critical-edited', CRIT, EDITED, 'keep', None),
     ('unknown-idle', UNKNOWN, IDLE, 'no drain', None),
     ('unknown-ours', UNKNOWN, OURS, 'keep', None),
     ('crash-idle', CRASH, IDLE, 'no drain', None),
@@ -152,6 +170,7 @@ WRAPPER_CASES = [
     ('hang-idle', HANG, IDLE, 'drain', HUNG),
     ('hang-ours', HANG, OURS, 'drain', HUNG),
     ('hang-operator', HANG, OPERATOR, 'keep', None),
+    ('hang-operator-down', HANG, DOWN_OPERATOR, 'no drain', None),
     ('hang-after-printing-ok-ours', HANG_AFTER_OK, OURS, 'drain', HUNG),
 ]
 
@@ -163,7 +182,7 @@ def cluster(tmp_path):
     updates = tmp_path / 'updates'
     args = tmp_path / 'args'
     scontrol = _script(tmp_path / 'scontrol',
-                       'if [ "$1" = show ]; then cat %s; else echo "$@" >> %s; fi\n' % (state, updates))
+                       'case " $* " in *" show "*) cat %s ;; *) echo "$@" >> %s ;; esac\n' % (state, updates))
     program = tmp_path / 'health'
     settings = tmp_path / 'settings.json'
 
@@ -171,7 +190,7 @@ def cluster(tmp_path):
         if body is not None:
             _script(program, 'echo "$@" > %s\n%s' % (args, body))
         state.write_text(node_state + '\n')
-        settings.write_text(json.dumps({'program': str(program), 'node_name': 'node2', 'reason_prefix': P,
+        settings.write_text(json.dumps({'program': str(program), 'node_name': 'node2',
                                         'timeout': timeout, 'program_timeout': program_timeout,
                                         'scontrol': scontrol}))
         return str(settings)
@@ -533,8 +552,11 @@ REAL_CASES = [
     ('ok-idle', XML, 2, [], IDLE, 0, 'no drain', None),
     ('ok-resumes-ours', XML, 2, [], OURS, 0, 'resume', None),
     ('ok-keeps-operator', XML, 2, [], OPERATOR, 0, 'keep', None),
-    ('missing-gpu-drains', XML, 4, [], IDLE, 2, 'drain', 'gpucluster-health: 2 GPU(s) visible to the driver, 4 expected'),
+    ('ok-keeps-operator-down', XML, 2, [], DOWN_OPERATOR, 0, 'no drain', None),
+    ('ok-resumes-ours-before', XML, 2, [], OURS_BEFORE_XID, 0, 'resume', None),
+    ('missing-gpu-drains', XML, 4, [], IDLE, 2, 'drain', ': 2 GPU(s) visible to the driver, 4 expected'),
     ('missing-gpu-keeps-operator', XML, 4, [], OPERATOR, 2, 'keep', None),
+    ('missing-gpu-keeps-operator-down', XML, 4, [], DOWN_OPERATOR, 2, 'no drain', None),
     ('xid79-drains', XML, 2, (XID79, 'Xid (PCI:0000:91:00): 79'), IDLE, 2, 'drain', 'Xid 79'),
     ('xid79-redrains-ours', XML, 2, (XID79, 'Xid (PCI:0000:91:00): 79'), OURS, 2, 'drain', 'Xid 79'),
     ('xid64-drains', XML, 2, (XID94, 'Xid (PCI:0000:0f:00): 64'), IDLE, 2, 'drain', 'Xid 64'),
@@ -544,7 +566,8 @@ REAL_CASES = [
     ('segfault-line-no-drain', XML, 2, [SEGV], IDLE, 0, 'no drain', None),
     ('segfault-line-resumes-ours', XML, 2, [SEGV], OURS, 0, 'resume', None),
     ('driver-failed-drains', ('fail', FAILED, 9), 2, [], IDLE, 2, 'drain', 'nvidia-smi failed'),
-    ('hung-smi-drains', 'hang', 2, [], IDLE, 2, 'drain', 'gpucluster-health: nvidia-smi hung: no answer within'),
+    ('hung-smi-drains', 'hang', 2, [], IDLE, 2, 'drain', ': nvidia-smi hung: no answer within'),
+    ('hung-smi-keeps-operator-down', 'hang', 2, [], DOWN_OPERATOR, 2, 'no drain', None),
     ('hung-smi-keeps-operator', 'hang', 2, [], OPERATOR, 2, 'keep', None),
     ('bad-config-unknown-keeps', XML, 'bad-config', [], OURS, 3, 'keep', None),
 ]
@@ -583,7 +606,8 @@ def test_wrapper_on_the_real_program(real_fixtures_dir, node, cluster, smi, expe
     update = cluster.update()
     assert outcome_of(update, node_state) == outcome
     if outcome == 'drain':
-        assert update.startswith(DRAIN + 'gpucluster-health: ') and reason in update, update
+        assert update.startswith(DRAIN + 'gpucluster/health#') and reason in update, update
+        assert scheduler.parse_reason(update[len(DRAIN):]).source == 'health', update
         assert len(update) - len(DRAIN) <= slurm_health.REASON_MAX
     elif outcome == 'resume':
         assert update == RESUME

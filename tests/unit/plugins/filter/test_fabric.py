@@ -10,6 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpucluster.core.plugins.filter import fabric
+from ansible_collections.gpucluster.core.plugins.module_utils import scheduler as sc
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 NODES = ['n1', 'n2', 'n3']
@@ -190,13 +191,16 @@ def test_bad_link_only_marks_its_ends():
 def test_drain_plan_names_bad_nodes_with_the_reason_and_never_link_ends():
     plan = fabric.validate_drain_plan(_report(SLOW_N3))
     assert [p['node'] for p in plan] == ['n3']
-    assert plan[0]['reason'].startswith('gpucluster validate 2026-12-01T00:00:00Z: every pair below ')
+    assert plan[0]['reason'].startswith('gpucluster/validate#')
+    assert plan[0]['reason'].split(': ', 1)[1].startswith('2026-12-01T00:00:00Z: every pair below ')
+    assert sc.parse_reason(plan[0]['reason']).source == 'validate'
     # A bad link blames the cable, not a node: nothing is drained.
     assert fabric.validate_drain_plan(_report(_all(1.0, {('n2', 'n3'): 0.2}))) == []
     assert fabric.validate_drain_plan(_report(_all(1.0))) == []
     mtu = {'bad_nodes': ['n2'], 'pairs': []}
     plan = fabric.validate_drain_plan(dict(_report(_all(1.0)), mtu=mtu, matrix=None))
-    assert plan == [{'node': 'n2', 'reason': 'gpucluster validate 2026-12-01T00:00:00Z: full-size frames to no peer (MTU path)'}]
+    text = '2026-12-01T00:00:00Z: full-size frames to no peer (MTU path)'
+    assert plan == [{'node': 'n2', 'reason': sc.make_reason('validate', text), 'text': text}]
     with pytest.raises(AnsibleFilterError, match='validate_drain_plan|drain_plan'):
         fabric.validate_drain_plan({'checks': 'no'})
 

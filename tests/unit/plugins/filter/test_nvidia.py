@@ -332,9 +332,14 @@ def test_apt_specs_unsatisfied_unknown_package_and_plain_name():
 
 
 def test_apt_specs_unsatisfied_exact_version_with_architecture_suffix():
+    # A qualified name counts only for the node's own architecture, so the node's architecture is
+    # required with such lines (the old expectation, accepted without it, let an i386 package satisfy
+    # an amd64 node: tests/unit/robustness/test_files_robustness.py, mixed architectures).
     lines = ['libnccl2:amd64 2.21.5-1+cuda12.4 ii ']
-    assert nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.4'], lines) == []
-    assert nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.5'], lines) == ['libnccl2=2.21.5-1+cuda12.5']
+    assert nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.4'], lines, 'x86_64') == []
+    assert nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.5'], lines, 'amd64') == ['libnccl2=2.21.5-1+cuda12.5']
+    with pytest.raises(AnsibleFilterError, match="names an architecture; pass the node's architecture"):
+        nvidia.apt_specs_unsatisfied(['libnccl2=2.21.5-1+cuda12.4'], lines)
 
 
 def test_apt_specs_unsatisfied_rejects_a_string_of_specs():

@@ -8,6 +8,7 @@ from hypothesis import given, strategies as st
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.core.plugins.filter import slurm as s
+from ansible_collections.gpucluster.core.plugins.module_utils import scheduler as sched
 
 REPORT = 'NodeName=node1 CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=257000\n'
 SHAPE = {'name': 'node1', 'gpus': 2, 'gpu_type': 'rtx_a5000', 'memory_mib': 257000,
@@ -219,6 +220,78 @@ def test_expand_files(spec, expected):
     assert s.expand_files(s.compress_files(expected)) == expected
 
 
+@pytest.mark.parametrize('spec, message', [
+    ('/dev/nvidia[0-999999999]', 'names 1000000000 device files; at most 256'),
+    ('/dev/nvidia[0-255],/dev/nvidia[0-1]', 'names 258 device files'),
+    ('/dev/nvidia[7-3]', 'it runs backwards'),
+    ('/dev/nvidia[1-99999999999999999]', 'cannot read the device range'),
+    ('/dev/nvidia[1--3]', 'cannot read the device range'),
+])
+def test_expand_files_refuses_huge_ranges_without_expanding_them(spec, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        s.expand_files(spec)
+    assert len(s.expand_files('/dev/nvidia[0-255]')) == s.GRES_FILES_MAX
+
+
+def test_kept_nodes_refuse_a_huge_range_naming_the_line():
+    gres = 'NodeName=node1 Name=gpu Type=rtx_a5000 File=/dev/nvidia[0-999999999]\n'
+    with pytest.raises(AnsibleFilterError) as err:
+        s.kept_nodes(CONF, gres)
+    assert "gres.conf line 'NodeName=node1 Name=gpu Type=rtx_a5000 File=/dev/nvidia[0-999999999]'" in str(err.value)
+
+
+def _twice(n=2):
+    """gpu_facts with GPU 0 listed twice and GPU 1 missing (same count, wrong identities)."""
+    gpu = _gpu(n)
+    gpu['devices'][1] = dict(gpu['devices'][0])
+    return gpu
+
+
+def test_a_gpu_listed_twice_is_a_problem_not_a_duplicated_file():
+    good = s.node_plan(REPORT, _gpu(2, minors=[1, 0]), SHAPE)
+    plan = s.node_plan(REPORT, _twice(), SHAPE, previous=good['node'])
+    # The kept device files stay; the identities are the problem (the node is drained with it).
+    assert s.gres_lines([plan['node']]) == s.gres_lines([good['node']])
+    assert plan['problems'] == ['nvidia-smi lists the GPU with UUID GPU-0 more than once',
+                                'nvidia-smi lists the GPU with index 0 more than once',
+                                'nvidia-smi lists the GPU with minor number 0 more than once']
+    # Without a kept record the plain files 0..N-1 are used, never the duplicated one.
+    plan = s.node_plan(REPORT, _twice(), SHAPE)
+    assert s.gres_lines([plan['node']]) == ['NodeName=node1 Name=gpu Type=rtx_a5000 File=/dev/nvidia[0-1]']
+    drain = s.shape_drain_plan([_show('node1', 'IDLE')], {'node1': plan['problems']})
+    assert drain['drain'][0]['reason'].startswith('gpucluster/shape#')
+    assert 'UUID GPU-0 more than once' in drain['drain'][0]['reason']
+
+
+def test_a_gpu_listed_twice_without_a_declared_shape_leaves_the_node_out():
+    plan = s.node_plan(REPORT, _twice(), {'name': 'node1'})
+    assert plan['node'] is None and 'inconsistent (nvidia-smi lists the GPU with UUID GPU-0' in plan['notes'][0]
+    with pytest.raises(AnsibleFilterError, match='cannot describe its GPUs: nvidia-smi lists the GPU with UUID'):
+        s.node_record(REPORT, _twice())
+
+
+def test_duplicate_pci_bus_ids_are_a_problem():
+    gpu = _gpu(2)
+    for dev in gpu['devices']:
+        dev['pci_address'] = '0000:81:00.0'
+    assert s.gpu_identity_problems(gpu) == ['nvidia-smi lists the GPU with PCI bus id 0000:81:00.0 more than once']
+    assert s.gpu_identity_problems(_gpu(8)) == []
+    assert s.gpu_identity_problems({}) == [] and s.gpu_identity_problems(None) == []
+
+
+def test_gres_lines_never_write_a_device_file_twice():
+    node = {'name': 'node1', 'gres': [{'type': 'a', 'count': 2, 'files': ['/dev/nvidia0', '/dev/nvidia0'],
+                                       'cores': []}]}
+    with pytest.raises(AnsibleFilterError, match='would name /dev/nvidia0 twice for node node1'):
+        s.gres_lines([node])
+    # A duplicated line in the current gres.conf is not kept as the node's files either.
+    gres = ('NodeName=node1 Name=gpu Type=rtx_a5000 File=/dev/nvidia0\n'
+            'NodeName=node1 Name=gpu Type=rtx_a5000 File=/dev/nvidia0\n')
+    kept = s.kept_nodes(CONF, gres)['node1']
+    plan = s.node_plan(REPORT, _twice(), SHAPE, previous=kept)
+    assert s.gres_lines([plan['node']]) == ['NodeName=node1 Name=gpu Type=rtx_a5000 File=/dev/nvidia[0-1]']
+
+
 # --- per-GPU defaults -----------------------------------------------------------------------------
 
 def test_default_per_gpu_takes_the_smallest_share():
@@ -231,23 +304,87 @@ def test_default_per_gpu_takes_the_smallest_share():
 
 # --- drains ---------------------------------------------------------------------------------------
 
+def _show(name, state, reason=None, user='root'):
+    """One line of `scontrol --oneliner show node` as Slurm 22.05 prints it (src/api/node_info.c)."""
+    line = ('NodeName=%s Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=16 CPULoad=0.01 AvailableFeatures=(null) '
+            'ActiveFeatures=(null) Gres=gpu:rtx_a5000:2 NodeAddr=%s NodeHostName=%s Version=22.05.8 '
+            'OS=Linux 6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01) RealMemory=248832 '
+            'AllocMem=0 FreeMem=250000 Sockets=2 Boards=1 State=%s ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A '
+            'MCS_label=N/A Partitions=gpu BootTime=2026-11-29T08:00:00 SlurmdStartTime=2026-11-29T08:01:00 '
+            'LastBusyTime=2026-11-29T17:00:00 CfgTRES=cpu=16,mem=243G,billing=16,gres/gpu=2 AllocTRES= '
+            'CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s'
+            % (name, name, name, state))
+    if reason is not None:
+        line += ' Reason=%s [%s@2026-11-29T17:40:01]' % (reason, user)
+    return line
+
+
+SHAPE_PROBLEM = 'slurm_node_gpus=2 but nvidia-smi reports 1 GPU'
+OURS_SHAPE = sched.make_reason('shape', SHAPE_PROBLEM)
+
+
 def test_shape_drain_plan():
-    sinfo = ['node1|idle|none', 'node2|drained|gpucluster-shape: old text', 'node3|drained|gpucluster-health: xid 79',
-             'node4|drained|gpucluster-shape: slurm_node_gpus=2 but nvidia-smi reports 1 GPU', 'node5|mixed|none']
-    plan = s.shape_drain_plan(sinfo, {
-        'node1': ['slurm_node_gpus=2 but nvidia-smi reports 1 GPU'],
+    lines = [_show('node1', 'IDLE'), _show('node2', 'IDLE+DRAIN', 'gpucluster-shape: old text'),
+             _show('node3', 'IDLE+DRAIN', 'gpucluster-health: xid 79'),
+             _show('node4', 'IDLE+DRAIN', OURS_SHAPE), _show('node5', 'MIXED'),
+             _show('node6', 'IDLE+DRAIN', sched.make_reason('shape', 'an older finding'))]
+    plan = s.shape_drain_plan(lines, {
+        'node1': [SHAPE_PROBLEM],
         'node2': ['GPU health critical: "quoted"\nline'],
-        'node3': ['slurm_node_gpus=2 but nvidia-smi reports 1 GPU'],
-        'node4': ['slurm_node_gpus=2 but nvidia-smi reports 1 GPU'],
+        'node3': [SHAPE_PROBLEM],
+        'node4': [SHAPE_PROBLEM],
         'node5': [],
     })
     assert plan['drain'] == [
-        {'node': 'node1', 'reason': 'gpucluster-shape: slurm_node_gpus=2 but nvidia-smi reports 1 GPU'},
-        {'node': 'node2', 'reason': 'gpucluster-shape: GPU health critical: quoted line'},
+        {'node': 'node1', 'reason': OURS_SHAPE},
+        # The previous release's reason is ours: rewritten in the new form with the new findings.
+        {'node': 'node2', 'reason': sched.make_reason('shape', "GPU health critical: 'quoted' line")},
     ]
+    assert plan['drain'][1]['reason'].endswith(": GPU health critical: 'quoted' line")
     assert plan['resume'] == []
-    plan = s.shape_drain_plan(sinfo, {'node2': [], 'node3': [], 'node9': ['x']})
-    assert plan == {'drain': [], 'resume': ['node2']}
+    # node3 is held by the health wrapper (the previous release's form): its own to lift.
+    assert [x['node'] for x in plan['left']] == ['node3']
+    assert 'held by gpucluster health' in plan['left'][0]['why']
+    plan = s.shape_drain_plan('\n'.join(lines), {'node2': [], 'node3': [], 'node6': [], 'node9': ['x']})
+    assert plan == {'drain': [], 'resume': ['node2', 'node6'], 'left': []}
+
+
+# Operators' states and drains: never drained over, never resumed, whatever the facts say.
+@pytest.mark.parametrize('state, reason', [
+    ('DOWN', 'PSU swap, do not use'),
+    ('DOWN+DRAIN', OURS_SHAPE),                 # ours, but DOWN: resuming would clear DOWN
+    ('DOWN+DRAIN+NOT_RESPONDING', 'gpucluster-shape: old text'),
+    ('IDLE+FAIL', 'bad fan'),
+    ('IDLE+DRAIN+FAIL', OURS_SHAPE),
+    ('IDLE+MAINTENANCE+RESERVED', None),
+    ('MIXED+RESERVED', None),
+    ('ALLOCATED+DRAIN+MAINTENANCE', OURS_SHAPE),
+    ('FUTURE', None),
+    ('IDLE+DRAIN+REBOOT_REQUESTED', 'Reboot ASAP'),
+    ('IDLE+POWERED_DOWN', None),
+    ('UNKNOWN', None),
+    ('IDLE+DRAIN', 'maint: gpu swap'),
+    ('IDLE+DRAIN', 'gpucluster-shapes are odd'),
+    ('IDLE+DRAIN', OURS_SHAPE + ' - RMA 1234'),  # an operator edited our reason: theirs now
+])
+@pytest.mark.parametrize('problems', [[SHAPE_PROBLEM], []])
+def test_shape_drain_plan_leaves_operator_states(state, reason, problems):
+    plan = s.shape_drain_plan([_show('node2', state, reason)], {'node2': problems})
+    assert plan['drain'] == [] and plan['resume'] == []
+    assert [x['node'] for x in plan['left']] == (['node2'] if problems else [])
+
+
+def test_shape_drain_plan_reads_reasons_with_key_value_text():
+    # Our own reason with " name=" and "x=y" in it reads back whole: it is not rewritten on every run.
+    reason = sched.make_reason('shape', 'GPU health critical: GPU 0: Xid 79, pid=0, name=python3, off the bus')
+    lines = [_show('node2', 'IDLE+DRAIN', reason) + ' Comment=rack 4']
+    problems = {'node2': ['GPU health critical: GPU 0: Xid 79, pid=0, name=python3, off the bus']}
+    assert s.shape_drain_plan(lines, problems) == {'drain': [], 'resume': [], 'left': []}
+
+
+def test_shape_drain_plan_refuses_bad_problems():
+    with pytest.raises(AnsibleFilterError, match='problems must be a dict'):
+        s.shape_drain_plan([], ['node2'])
 
 
 def test_nodes_not_ready():

@@ -312,9 +312,11 @@ def test_markdown_table_and_cap():
     assert text.startswith('# GPU stack drift audit: FAILED\n')
     assert '| critical | host3 | cuda_toolkit | 12.4.1 | 12.2.0 | baseline |' in text
     assert '| critical | host2 | nccl | 2.21.5-1+cuda12.4 | 2.20.3-1+cuda12.4 | majority |' in text
-    assert 'Hosts without facts (unreachable or not gathered): `host4`.' in text
-    # A host without facts is one row, not one per component (drift.json keeps every cell).
-    assert '| critical | host4 | all 3 checked | unreachable: <ssh> & "timeout" | absent | unknown |' in text
+    # Host names are escaped text, not code spans (a backtick in a name would close the span).
+    assert 'Hosts without facts (unreachable or not gathered): host4.' in text
+    # A host without facts is one row, not one per component (drift.json keeps every cell); the raw
+    # HTML of its message is shown as text (entities), never passed to a Markdown renderer.
+    assert '| critical | host4 | all 3 checked | unreachable: &lt;ssh&gt; &amp; "timeout" | absent | unknown |' in text
     rows = [line for line in text.splitlines() if line.startswith('| critical')]
     assert len(rows) == 3
     capped = drift_reports.render_markdown(summary, findings, stats, max_rows=2)

@@ -136,3 +136,27 @@ def test_check_config_accepts_a_good_file(program):
 def test_explicit_missing_config_is_an_error(program):
     rc, out, err = program('--config', str(program.tmp / 'absent.json'))
     assert rc == 3 and 'does not exist' in err
+
+
+def test_thresholds_on_the_command_line_replace_the_configs(program):
+    # The config sets temperature_margin_c 5; the SMALL recording's GPUs pass it. A margin no GPU has
+    # turns the verdict (the rolling upgrade's gate passes its own thresholds this way).
+    rc, out, _err = program('--config', program.config, '--format', 'summary')
+    assert rc == 0, out
+    rc, out, _err = program('--config', program.config, '--format', 'summary', '--thresholds',
+                            '{"temperature_margin_c": 500}')
+    assert rc == 1 and out.startswith('gpucluster-health warning: ') and 'within 500 C of its slowdown' in out, out
+    rc, out, _err = program('--config', program.config, '--thresholds', '{}')
+    assert rc == 0 and json.loads(out)['status'] == 'ok'
+
+
+@pytest.mark.parametrize('value, fragment', [
+    ('[1]', '--thresholds must be a JSON object'),
+    ('{bad', '--thresholds must be a JSON object'),
+    ('{"no_such": 1}', "--thresholds: unknown threshold 'no_such'"),
+    ('{"temperature_margin_c": "hot"}', '--thresholds: threshold temperature_margin_c'),
+])
+def test_bad_thresholds_are_unknown_with_the_reason(program, value, fragment):
+    rc, out, _err = program('--config', program.config, '--thresholds', value)
+    report = json.loads(out)
+    assert rc == 3 and report['status'] == 'unknown' and fragment in report['issues'][0]['message'], out

@@ -6,6 +6,8 @@ __metaclass__ = type
 import os
 import re
 
+import pytest
+
 from ansible_collections.gpucluster.core.plugins.module_utils import rdma_health, rdma_sysfs
 
 
@@ -126,3 +128,26 @@ def test_drift_firmware(tmp_path):
     assert rdma_health.drift_hca_firmware(facts) == {'mlx5_0': '28.39.1002', 'mlx5_1': '28.39.1002'}
     soft = {'hcas': [{'name': 'rxe0', 'pci_address': None, 'fw_ver': None}]}
     assert rdma_health.drift_hca_firmware(soft) == {}
+
+
+_HCAS = [{'name': 'mlx5_0', 'ports': [{'port': 1}]}, {'name': 'mlx5_1', 'ports': [{'port': 1}, {'port': 2}]},
+         {'name': 'mlx5_10', 'ports': [{'port': 1}]}]
+
+
+@pytest.mark.parametrize('selection, ignored, missing', [
+    (['mlx5_0', 'mlx5_1', 'mlx5_10'], [], []),
+    (['mlx5_1'], ['mlx5_0/1', 'mlx5_10/1'], []),                       # exact names: mlx5_1 is not mlx5_10
+    (['mlx5_1:2'], ['mlx5_0/1', 'mlx5_1/1', 'mlx5_10/1'], []),
+    (['mlx5_1', 'mlx5_1:2'], ['mlx5_0/1', 'mlx5_10/1'], []),
+    (['mlx5_0', 'mlx5_3', 'mlx5_0:2'], ['mlx5_1/1', 'mlx5_1/2', 'mlx5_10/1'], ['mlx5_0:2', 'mlx5_3']),
+    ([], ['mlx5_0/1', 'mlx5_1/1', 'mlx5_1/2', 'mlx5_10/1'], []),
+])
+def test_select_ports(selection, ignored, missing):
+    assert rdma_health.select_ports(_HCAS, selection) == (ignored, missing)
+
+
+def test_missing_issues_are_critical_and_name_the_entry():
+    issues = rdma_health.missing_issues(['mlx5_0:2', 'mlx5_3'])
+    assert [(i['check'], i['severity'], i['hca'], i['port']) for i in issues] == [
+        ('rdma_present', 'critical', 'mlx5_0', 2), ('rdma_present', 'critical', 'mlx5_3', None)]
+    assert issues[1]['message'].startswith('mlx5_3 is in the RDMA port set the node')

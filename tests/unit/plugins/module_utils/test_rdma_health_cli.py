@@ -109,3 +109,45 @@ def test_bad_rdma_config(program, rdma, fragment):  # pylint: disable=redefined-
     rc, out, err = program('--check-config', program.config)
     assert rc == 3 and fragment in err, err
     assert out == '' and os.path.exists(program.config)
+
+
+# The real H100 recording: eight InfiniBand ports up (the NCCL set), Ethernet adapters down.
+IB_SET = ['mlx5_0', 'mlx5_3:1', 'mlx5_4', 'mlx5_5', 'mlx5_6', 'mlx5_9', 'mlx5_10', 'mlx5_11']
+
+
+def test_only_the_nccl_port_set_is_judged(program, real_fixtures_dir):  # pylint: disable=redefined-outer-name
+    _recording_tree(program, real_fixtures_dir, DOWN_RECORDING)
+    _configure(program, {'expect_present': True, 'hcas': IB_SET})
+    rc, report, err, text = _textfile(program)
+    assert (rc, report['status']) == (0, 'ok'), (err, report['issues'])
+    judged = sorted(h['name'] for h in report['rdma']['hcas'] if not all(p['ignored'] for p in h['ports']))
+    assert judged == sorted(e.split(':', maxsplit=1)[0] for e in IB_SET)
+    # The ports outside the set are not exported either (as ignore_ports).
+    assert 'gpucluster_rdma_port_up{hca="mlx5_2"' not in text and 'gpucluster_rdma_port_up{hca="mlx5_10",port="1",link_layer="InfiniBand"} 1\n' in text
+
+
+def test_a_port_of_the_set_down_or_missing_is_critical(program, real_fixtures_dir):  # pylint: disable=redefined-outer-name
+    _recording_tree(program, real_fixtures_dir, DOWN_RECORDING)
+    _configure(program, {'hcas': IB_SET + ['mlx5_7', 'mlx5_12', 'mlx5_0:2']})
+    rc, report, _err, _text = _textfile(program)
+    assert (rc, report['status']) == (2, 'critical')
+    critical = [(i['check'], i['hca'], i['port']) for i in report['issues'] if i['severity'] == 'critical']
+    assert ('rdma_port_state', 'mlx5_7', 1) in critical
+    assert ('rdma_present', 'mlx5_12', None) in critical and ('rdma_present', 'mlx5_0', 2) in critical
+    assert not [c for c in critical if c[1] in ('mlx5_2', 'mlx5_8')]
+    rc, out, _err = program('--config', program.config, '--format', 'summary')
+    assert rc == 2 and out.startswith('gpucluster-health critical: ')
+
+
+def test_a_missing_port_of_the_set_is_critical_without_any_adapter(program):  # pylint: disable=redefined-outer-name
+    _configure(program, {'hcas': ['mlx5_0']})
+    rc, report, _err, _text = _textfile(program)
+    assert (rc, report['status']) == (2, 'critical')
+    assert [(i['check'], i['hca']) for i in report['issues'] if i['severity'] == 'critical'] == [('rdma_present', 'mlx5_0')]
+
+
+@pytest.mark.parametrize('hcas', [['mlx5_0/1'], 'mlx5_0', [''], ['mlx5_0:0'], [1]])
+def test_bad_hcas(program, hcas):  # pylint: disable=redefined-outer-name
+    _configure(program, {'hcas': hcas})
+    rc, _out, err = program('--check-config', program.config)
+    assert rc == 3 and 'rdma.hcas must be a list of RDMA devices, optionally with a port (mlx5_0, mlx5_1:1)' in err, err

@@ -279,3 +279,28 @@ def test_rules_name_known_components_and_match_whole_names():
     assert sv.select_package({'libmunge2': '0.5.15-2'}, rules['munge']) == (None, None)
     assert sv.select_package({'nvidia-driver-550-server-open': '550.54.15-0ubuntu1'},
                              rules['nvidia_driver']) == ('nvidia-driver-550-server-open', '550.54.15-0ubuntu1')
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}', ('12.4.1', None)),
+    ('[' * 5000, (None, 'it nests deeper than 32 levels')),
+    ('{"cuda": {"version": ["12.4"]}}', (None, 'its cuda.version is not a version string')),
+    ('{"nvcc": {}}', (None, 'it has no cuda.version')),
+    ('"[[[[" ', (None, 'it has no cuda.version')),
+    (None, (None, 'it is not text')),
+])
+def test_cuda_version_json_gives_the_version_or_why_not(text, expected):
+    assert sv.cuda_version_json(text) == expected
+
+
+def test_an_unreadable_default_toolkit_is_unknown_with_its_reason():
+    files = {'/usr/local/cuda-12.4': {'json': None, 'txt': None,
+                                      'problems': {'/usr/local/cuda-12.4': 'no answer within 10 s (a hung mount?)'}},
+             '/usr/local/cuda-12.2': {'json': '{"cuda": {"version": "12.2.2"}}'}}
+    toolkits, default = sv.cuda_toolkits(files, {}, '/usr/local/cuda-12.4')
+    assert default == {'version': None, 'path': '/usr/local/cuda-12.4', 'source': None,
+                       'unknown': '/usr/local/cuda-12.4: no answer within 10 s (a hung mount?)'}
+    assert [t['version'] for t in toolkits] == [None, '12.2.2']
+    # Without the link the newest known toolkit is the guess, as before.
+    toolkits, default = sv.cuda_toolkits(files, {}, None)
+    assert default['version'] == '12.2.2'

@@ -71,7 +71,7 @@ def test_a_file_over_max_bytes_is_refused(tmp_path, run):
 
 def test_max_bytes_must_be_positive(tmp_path, run):
     how, result = run({'paths': [str(tmp_path / 'a')], 'max_bytes': 0})
-    assert how == 'fail' and 'max_bytes must be a whole number of bytes above 0, got 0' in result['msg']
+    assert how == 'fail' and 'max_bytes must be a whole number of bytes from 1 to 1073741824, got 0' in result['msg']
 
 
 def test_an_unreadable_file_fails_and_is_named(tmp_path, run):

@@ -48,7 +48,8 @@ def test_junit_counts_statuses_and_escapes():
 
 def test_markdown_blocks_and_escaping():
     text = _sample().render_markdown()
-    assert text.startswith('# Audit <x>: FAILED\n\n2 hosts\n\n## Findings\n\n- one line\n- bell \\x07\n')
+    # Raw HTML in a title (or any text) is shown as entities, never rendered.
+    assert text.startswith('# Audit &lt;x&gt;: FAILED\n\n2 hosts\n\n## Findings\n\n- one line\n- bell \\x07\n')
     assert '| host | value |\n|---|---|\n| a\\|b | c\\\\d |\n| x y |  |\n' in text
 
 

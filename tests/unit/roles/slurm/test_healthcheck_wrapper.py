@@ -14,6 +14,7 @@ import tempfile
 
 import pytest
 
+from ansible_collections.gpucluster.core.plugins.module_utils import scheduler as sc
 from ansible_collections.gpucluster.core.plugins.module_utils import slurm_health as sh
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -29,7 +30,8 @@ CRIT = json.dumps({'status': 'critical', 'issues': [
     {'gpu': 1, 'check': 'row_remap', 'severity': 'critical', 'message': 'row remap pending'},
     {'gpu': 0, 'check': 'temperature', 'severity': 'warning', 'message': 'hot'},
     {'gpu': 3, 'check': 'xid', 'severity': 'critical', 'message': 'GPU3 Xid 79 fell off the bus'}]})
-P = 'gpucluster-health'
+CRIT_TEXT = 'gpu1 row remap pending; GPU3 Xid 79 fell off the bus'
+CRIT_REASON = sc.make_reason('health', CRIT_TEXT)
 
 
 @pytest.mark.parametrize('rc, out, status', [
@@ -46,46 +48,59 @@ def test_parse_report(rc, out, status):
 
 def test_drain_reason_lists_critical_findings_only():
     _status, issues, _why = sh.parse_report(2, CRIT)
-    assert sh.drain_reason(P, issues) == 'gpucluster-health: gpu1 row remap pending; GPU3 Xid 79 fell off the bus'
-    assert sh.drain_reason(P, []) == 'gpucluster-health: health program reports critical'
+    assert sh.finding_text(issues) == CRIT_TEXT
+    assert sh.drain_reason(issues) == CRIT_REASON
+    assert CRIT_REASON.startswith('gpucluster/health#') and CRIT_REASON.endswith(': ' + CRIT_TEXT)
+    assert sh.drain_reason([]) == sc.make_reason('health', 'health program reports critical')
     long_issues = [{'gpu': i, 'severity': 'critical', 'message': 'x' * 50} for i in range(10)]
-    assert len(sh.drain_reason(P, long_issues)) == sh.REASON_MAX
-
-
-@pytest.mark.parametrize('text, flags, reason', [
-    ('NodeName=node2 Arch=x86_64 State=IDLE ThreadsPerCore=1', {'IDLE'}, ''),
-    ('NodeName=node2 State=IDLE+DRAIN Partitions=gpu Reason=gpucluster-health: gpu1 row remap pending [root@2026-11-29T17:40:01]',
-     {'IDLE', 'DRAIN'}, 'gpucluster-health: gpu1 row remap pending'),
-    ('NodeName=node3 State=MIXED+DRAIN Reason=operator: fan swap [alice@2026-11-29T17:40:01] Comment=(null)',
-     {'MIXED', 'DRAIN'}, 'operator: fan swap'),
-])
-def test_parse_node(text, flags, reason):
-    assert sh.parse_node(text) == (flags, reason)
+    reason = sh.drain_reason(long_issues)
+    assert sc.REASON_MAX - 1 <= len(reason) <= sc.REASON_MAX and reason.endswith('...')
+    # A finding quoting a huge field costs no more than a short one.
+    huge = [{'gpu': 'G' * 10 ** 6, 'severity': 'critical', 'message': 'm' * 10 ** 7}]
+    assert len(sh.drain_reason(huge)) == sc.REASON_MAX
 
 
 ISSUES = [{'gpu': 1, 'severity': 'critical', 'message': 'row remap pending'}]
-OURS = 'gpucluster-health: gpu1 row remap pending'
+OURS = sc.make_reason('health', 'gpu1 row remap pending')
+LEGACY = 'gpucluster-health: gpu1 row remap pending'
 
 
-@pytest.mark.parametrize('status, flags, reason, action', [
-    ('critical', {'IDLE'}, '', ('drain', OURS)),
-    ('critical', {'IDLE', 'DRAIN'}, OURS, 'none'),
-    ('critical', {'IDLE', 'DRAIN'}, 'gpucluster-health: gpu0 other', ('drain', OURS)),
-    ('critical', {'IDLE', 'DRAIN'}, 'operator: fan swap', 'none'),
-    ('ok', {'IDLE', 'DRAIN'}, OURS, ('resume', None)),
-    ('warning', {'MIXED', 'DRAIN'}, OURS, 'none'),  # resumes on ok only
-    ('ok', {'IDLE', 'DRAIN'}, 'operator: fan swap', 'none'),
-    ('ok', {'IDLE', 'DRAIN'}, 'gpucluster-healthy people', 'none'),
-    ('ok', {'IDLE'}, '', 'none'),
-    ('unknown', {'IDLE', 'DRAIN'}, OURS, 'none'),
-    ('unknown', {'IDLE'}, '', 'none'),
+def _decide(status, state, reason):
+    line = 'NodeName=node2 State=%s Partitions=gpu' % state
+    if reason:
+        line += ' Reason=%s [root@2026-11-29T17:40:01]' % reason
+    return sc.decide_verdict(status, sc.Slurm.parse_line(line), sh.SOURCE,
+                             sh.finding_text(ISSUES) if status == 'critical' else None)
+
+
+@pytest.mark.parametrize('status, state, reason, action', [
+    ('critical', 'IDLE', '', ('drain', OURS)),
+    ('critical', 'IDLE+DRAIN', OURS, 'none'),
+    ('critical', 'IDLE+DRAIN', sc.make_reason('health', 'gpu0 other'), ('drain', OURS)),
+    ('critical', 'IDLE+DRAIN', LEGACY, ('drain', OURS)),         # the previous release's form, rewritten
+    ('critical', 'IDLE+DRAIN', 'operator: fan swap', 'none'),
+    ('critical', 'DOWN', 'PSU swap, do not use', 'none'),
+    ('critical', 'IDLE+MAINTENANCE+RESERVED', '', 'none'),
+    ('ok', 'IDLE+DRAIN', OURS, ('resume', None)),
+    ('ok', 'IDLE+DRAIN', LEGACY, ('resume', None)),              # drained before the upgrade: resumed
+    ('ok', 'DOWN+DRAIN', OURS, 'none'),                          # State=RESUME would clear DOWN
+    ('ok', 'IDLE+DRAIN+FAIL', OURS, 'none'),
+    ('ok', 'DOWN', 'PSU swap, do not use', 'none'),
+    ('warning', 'MIXED+DRAIN', OURS, 'none'),  # resumes on ok only
+    ('ok', 'IDLE+DRAIN', 'operator: fan swap', 'none'),
+    ('ok', 'IDLE+DRAIN', 'gpucluster-healthy people', 'none'),
+    ('ok', 'IDLE+DRAIN', 'maint gpucluster-health: x', 'none'),
+    ('ok', 'IDLE+DRAIN', sc.make_reason('shape', 'x'), 'none'),  # another source's hold
+    ('ok', 'IDLE', '', 'none'),
+    ('unknown', 'IDLE+DRAIN', OURS, 'none'),
+    ('unknown', 'IDLE', '', 'none'),
 ])
-def test_decide(status, flags, reason, action):
-    got = sh.decide(status, ISSUES, flags, reason, P)
+def test_decide(status, state, reason, action):
+    got = _decide(status, state, reason)
     if action == 'none':
-        assert got[0] == 'none'
+        assert got.action == 'none'
     else:
-        assert got == action
+        assert (got.action, got.reason) == action
 
 
 def _script(path, body):
@@ -102,7 +117,7 @@ def cluster(tmp_path):
     state.write_text('NodeName=node2 State=IDLE Partitions=gpu\n')
     log = tmp_path / 'updates'
     scontrol = _script(str(tmp_path / 'scontrol'),
-                       'if [ "$1" = show ]; then cat %s; else echo "$@" >> %s; fi\n' % (state, log))
+                       'case " $* " in *" show "*) cat %s ;; *) echo "$@" >> %s ;; esac\n' % (state, log))
     health = tmp_path / 'health'
     cfg = tmp_path / 'cfg.json'
 
@@ -111,8 +126,8 @@ def cluster(tmp_path):
             _script(str(health), program_body)
         if state_text is not None:
             state.write_text(state_text)
-        cfg.write_text(json.dumps({'program': str(health), 'node_name': 'node2', 'reason_prefix': P,
-                                   'timeout': 5, 'scontrol': scontrol}))
+        cfg.write_text(json.dumps({'program': str(health), 'node_name': 'node2', 'timeout': 5,
+                                   'scontrol': scontrol}))
         return str(cfg)
     return configure, log
 
@@ -121,14 +136,14 @@ def test_main_drains_on_critical(cluster):
     configure, log = cluster
     cfg = configure("echo '%s'; exit 2\n" % CRIT)
     assert hc.main([cfg]) == 0
-    assert log.read_text().strip() == ('update NodeName=node2 State=DRAIN Reason=gpucluster-health: gpu1 row remap '
-                                       'pending; GPU3 Xid 79 fell off the bus')
+    assert log.read_text().strip() == 'update NodeName=node2 State=DRAIN Reason=' + CRIT_REASON
 
 
-def test_main_resumes_its_own_drain(cluster):
+@pytest.mark.parametrize('reason', [OURS, LEGACY])
+def test_main_resumes_its_own_drain(cluster, reason):
     configure, log = cluster
     cfg = configure("echo '{\"status\": \"ok\", \"issues\": []}'; exit 0\n",
-                    'NodeName=node2 State=IDLE+DRAIN Reason=%s [root@t]\n' % OURS)
+                    'NodeName=node2 State=IDLE+DRAIN Reason=%s [root@t]\n' % reason)
     assert hc.main([cfg]) == 0
     assert log.read_text().strip() == 'update NodeName=node2 State=RESUME'
 
@@ -139,6 +154,34 @@ def test_main_keeps_an_operator_drain(cluster):
                     'NodeName=node2 State=IDLE+DRAIN Reason=operator: fan swap [alice@t]\n')
     assert hc.main([cfg]) == 0
     assert not log.exists()
+
+
+@pytest.mark.parametrize('status, code', [('critical', 2), ('ok', 0)])
+def test_main_keeps_a_node_an_operator_set_down(cluster, capsys, status, code):
+    # "PSU swap, do not use": neither drained over on critical nor resumed (which clears DOWN) on ok.
+    configure, log = cluster
+    body = CRIT if status == 'critical' else json.dumps({'status': 'ok', 'issues': []})
+    cfg = configure("echo '%s'; exit %d\n" % (body, code),
+                    'NodeName=node2 State=DOWN Reason=PSU swap, do not use [alice@2026-11-29T17:40:01]\n')
+    assert hc.main([cfg]) == 0
+    assert not log.exists()
+    if status == 'critical':
+        assert ('node2: health critical: left as it is: its state DOWN is not ours to change '
+                '(reason: PSU swap, do not use)') in capsys.readouterr().err
+
+
+def test_main_passes_the_scontrol_it_was_given(cluster, tmp_path):
+    configure, _log = cluster
+    cfg = configure("echo '%s'; exit 2\n" % CRIT)
+    with open(cfg) as f:
+        data = json.load(f)
+    seen = tmp_path / 'argv'
+    data['scontrol'] = _script(str(tmp_path / 'scontrol2'), 'echo "$@" >> %s\n' % seen)
+    with open(cfg, 'w') as f:
+        json.dump(data, f)
+    assert hc.main([cfg]) == 0
+    # Its output named no node: nothing is done to what cannot be read.
+    assert seen.read_text().strip() == '--oneliner show node node2'
 
 
 def test_main_missing_program_changes_nothing(cluster):
@@ -157,8 +200,27 @@ def test_main_hanging_program_drains(cluster):
     with open(cfg, 'w') as f:
         json.dump(data, f)
     assert hc.main([cfg]) == 0
-    assert log.read_text().startswith('update NodeName=node2 State=DRAIN Reason=gpucluster-health: nvidia-smi hung')
+    assert log.read_text().startswith('update NodeName=node2 State=DRAIN Reason=gpucluster/health#')
+    assert ': nvidia-smi hung (the health program gave no answer within 1s; killed)' in log.read_text()
 
 
 def test_main_unreadable_settings(tmp_path):
     assert hc.main([str(tmp_path / 'missing.json')]) == 1
+
+
+@pytest.mark.parametrize('settings, fragment', [
+    ({'program': '/bin/true', 'node_name': 'n', 'scontrol': 7}, 'scontrol must be the path of scontrol, got int'),
+    ({'program': '/bin/true', 'node_name': 'n', 'scontrol': ['x']}, 'got list'),
+])
+def test_main_refuses_a_scontrol_that_is_not_a_path(tmp_path, capsys, settings, fragment):
+    path = tmp_path / 's.json'
+    path.write_text(json.dumps(settings))
+    assert hc.main([str(path)]) == 1
+    assert fragment in capsys.readouterr().err
+
+
+def test_settings_of_an_older_release_still_load(tmp_path):
+    path = tmp_path / 's.json'
+    path.write_text(json.dumps({'program': '/bin/true', 'node_name': 'n', 'reason_prefix': 'maint', 'scontrol': None}))
+    cfg = hc.load_settings(str(path))
+    assert cfg['scontrol'] == 'scontrol' and 'prefix' not in cfg
