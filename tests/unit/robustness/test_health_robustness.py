@@ -646,7 +646,8 @@ _PLAY = """- name: Run one role's preflight
         tasks_from: preflight
 """
 SLURM_TASK = 'TASK [gpucluster.core.slurm : Check the health check timeouts fit in each other]'
-HEALTH_TASK = "TASK [gpucluster.core.health_check : Check the health program's timeouts fit in each other]"
+HEALTH_TASK = ("TASK [gpucluster.core.health_check : Check the health_check inputs, the health program's timeouts, RDMA "
+               "ports and thresholds (every failing check is listed)]")
 
 PREFLIGHT_CASES = [
     ('slurm-budget-not-below-interval',
