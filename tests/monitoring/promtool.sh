@@ -53,7 +53,7 @@ run_set defaults
 run_set lab -e monitoring_alert_node_down_for=5s -e monitoring_alert_default_for=30s \
   -e monitoring_alert_throttle_for=1m -e monitoring_alert_gpu_temperature_margin_celsius=10 \
   -e monitoring_alert_disk_free_percent=15 -e monitoring_alert_memory_available_percent=8 \
-  -e monitoring_alert_health_stale_seconds=600
+  -e monitoring_alert_health_stale_seconds=600 -e monitoring_alert_gpu_idle_for=30s -e monitoring_alert_imbalance_for=1m
 
 echo "== dashboard queries parse"
 "$PY" "$ROOT/tests/monitoring/dashboard_queries.py" rules > "$WORK/dashboards.rules.yml"
