@@ -148,6 +148,8 @@ def parse_record(name, data):
         body = json.loads(bytes(data).decode('utf-8'))
     except (UnicodeDecodeError, ValueError) as exc:
         raise RecordError('%s: not a JSON record (%s)' % (name, clip(str(exc), 80)))
+    except RecursionError:
+        raise RecordError('%s: not a JSON record (nested too deep)' % name)
     if not isinstance(body, dict) or body.get('version') != RECORD_VERSION:
         raise RecordError('%s: not a version %d record' % (name, RECORD_VERSION))
     gpu = body.get('gpu')
@@ -304,6 +306,8 @@ def swarm_assignments(inspect_text, devices, resources=SWARM_RESOURCES):
         containers = json.loads(inspect_text or '[]')
     except ValueError as exc:
         raise RecordError('docker inspect printed no JSON (%s)' % clip(str(exc), 80))
+    except RecursionError:
+        raise RecordError('docker inspect printed JSON nested too deep')
     if not isinstance(containers, list):
         raise RecordError('docker inspect printed %s, not a list of containers' % type(containers).__name__)
     tasks = []

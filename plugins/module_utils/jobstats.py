@@ -2,10 +2,14 @@
 """gpucluster-jobstats: what one job did with the GPUs it held, from Prometheus, and a one-line verdict.
 
 The GPUs of a job are the series of ``gpucluster_gpu_job_info{job_id="<id>"}`` (the node health program
-writes one per GPU the job holds: gpu_jobs.py). Every figure is taken only over the samples where that
-series exists, by joining the GPU's series with it (``* on(instance, gpu)``), so a GPU's earlier or later
-jobs never count. Two steps: where and when (the info series over the look-back window: first and last
-time seen per GPU), then the figures over exactly that span (means and peaks of utilisation and memory).
+writes one per GPU the job holds: gpu_jobs.py). Two range queries (``/api/v1/query_range``, whose
+evaluation points start and end exactly where asked, unlike a subquery's, which align to the step):
+
+* where and when: ``timestamp()`` of the info series over the look-back window, ending now: each GPU
+  (node, index, UUID, user, account, partition) and the first and last time it was seen held;
+* what it did: each GPU metric joined with the info series (``* on(instance, gpu) group_left()``), from
+  the first to the last sighting, so that only samples where this job held the GPU count; means and
+  peaks are taken over the evaluation points here.
 
 Pure code (queries, answers, verdict, text): standard library only, Python 3.9, no Ansible imports (the
 slurm role's usage archive packs it; the program in roles/slurm/files/gpucluster_usage_cli.py does the HTTP).
@@ -25,18 +29,22 @@ JOB_ID_RE = re.compile(r'^[0-9]{1,20}\Z')
 USED_PERCENT = 10.0
 LOW_PERCENT = 40.0
 DEFAULT_SINCE = '7d'
-STEP_SECONDS = 60
+# Seconds between evaluation points (at least), and points per series at most (Prometheus refuses more than 11,000).
+MIN_STEP = 15
+MAX_POINTS = 10000
 _DURATION_RE = re.compile(r'^([1-9][0-9]{0,5})([smhdw])\Z')
 _UNITS = {'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
 # The labels of the job that the table and the JSON show (the scheduler's names).
 JOB_LABELS = ('user', 'account', 'partition')
+# (figure, metric, how the points are summed up)
 FIGURES = (
-    ('util_mean', 'avg_over_time', 'gpucluster_gpu_utilization_percent'),
-    ('util_peak', 'max_over_time', 'gpucluster_gpu_utilization_percent'),
-    ('mem_mean', 'avg_over_time', 'gpucluster_gpu_memory_used_bytes'),
-    ('mem_peak', 'max_over_time', 'gpucluster_gpu_memory_used_bytes'),
-    ('mem_total', 'max_over_time', 'gpucluster_gpu_memory_total_bytes'),
+    ('util_mean', 'gpucluster_gpu_utilization_percent', 'mean'),
+    ('util_peak', 'gpucluster_gpu_utilization_percent', 'max'),
+    ('mem_mean', 'gpucluster_gpu_memory_used_bytes', 'mean'),
+    ('mem_peak', 'gpucluster_gpu_memory_used_bytes', 'max'),
+    ('mem_total', 'gpucluster_gpu_memory_total_bytes', 'max'),
 )
+FIGURE_METRICS = tuple(sorted(set(metric for _name, metric, _how in FIGURES)))
 
 
 class JobstatsError(Exception):
@@ -61,39 +69,41 @@ def _selector(job_id):
     return 'gpucluster_gpu_job_info{job_id="%s"}' % check_job_id(job_id)
 
 
-def locate_queries(job_id, window, step=STEP_SECONDS):
-    """{name: PromQL} that find the job's GPUs and when each was held, evaluated at the end of the window."""
+def plan(start, end):
+    """(start, end, step) of a range query whose points include both ends: at least MIN_STEP apart, at most
+    MAX_POINTS of them (a span shorter than a step gets its two ends)."""
+    width = max(float(end) - float(start), 0.0)
+    points = max(1, min(MAX_POINTS, int(math.ceil(width / MIN_STEP))))
+    return float(start), float(end), (width / points) or float(MIN_STEP)
+
+
+def locate_query(job_id):
+    """The range query of where and when the job held GPUs (value: the time of each sample)."""
+    return 'timestamp(%s)' % _selector(job_id)
+
+
+def figure_queries(job_id):
+    """{metric: the range query of that GPU metric while the job held the GPU}."""
     selector = _selector(job_id)
-    return {
-        'info': 'last_over_time(%s[%ds])' % (selector, window),
-        'first': 'min_over_time(timestamp(%s)[%ds:%ds])' % (selector, window, step),
-        'last': 'max_over_time(timestamp(%s)[%ds:%ds])' % (selector, window, step),
-    }
+    return dict((metric, '%s * on(instance, gpu) group_left() %s' % (metric, selector)) for metric in FIGURE_METRICS)
 
 
-def figure_queries(job_id, span, step=STEP_SECONDS):
-    """{name: PromQL}: each GPU's figures over the samples where the job held it, evaluated at its last time."""
-    selector = _selector(job_id)
-    return dict((name, '%s((%s * on(instance, gpu) group_left() %s)[%ds:%ds])' % (function, metric, selector, span, step))
-                for name, function, metric in FIGURES)
-
-
-def vector(answer):
-    """[(labels, value)] of a Prometheus instant-query answer (a vector); JobstatsError for anything else."""
+def matrix(answer):
+    """[(labels, [value, ...])] of a Prometheus range-query answer (a matrix); JobstatsError for anything else."""
     if not isinstance(answer, dict) or answer.get('status') != 'success':
         error = answer.get('error') if isinstance(answer, dict) else None
         raise JobstatsError('Prometheus refused the query: %s' % clip(str(error or quote(answer, 120)), 200))
     data = answer.get('data') or {}
-    if data.get('resultType') != 'vector' or not isinstance(data.get('result'), list):
-        raise JobstatsError('Prometheus answered %s, not a vector' % quote(data.get('resultType'), 40))
+    if data.get('resultType') != 'matrix' or not isinstance(data.get('result'), list):
+        raise JobstatsError('Prometheus answered %s, not a matrix' % quote(data.get('resultType'), 40))
     out = []
     for item in data['result']:
         try:
             labels = dict((str(k), str(v)) for k, v in item['metric'].items())
-            value = float(item['value'][1])
+            values = [float(point[1]) for point in item['values']]
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            raise JobstatsError('Prometheus answered a sample that is not [time, value]: %s' % quote(item, 120))
-        out.append((labels, value))
+            raise JobstatsError('Prometheus answered a series that is not [time, value] points: %s' % quote(item, 120))
+        out.append((labels, [v for v in values if math.isfinite(v)]))
     return out
 
 
@@ -102,40 +112,37 @@ def _key(labels):
     return (labels.get('instance', ''), int(gpu) if gpu.isdigit() else -1, gpu)
 
 
-def locate(answers):
-    """[{instance, gpu, uuid, user, account, partition, first, last}] of the locate_queries() answers."""
+def locate(answer):
+    """[{instance, gpu, uuid, user, account, partition, first, last}] of the locate_query() answer, by node and GPU.
+    A GPU held by the job at two times under other labels (another UUID after a swap) is one row, its span both."""
     rows = {}
-    for labels, _value in vector(answers['info']):
-        rows[_key(labels)] = dict([('instance', labels.get('instance', '')), ('gpu', labels.get('gpu', '')),
-                                   ('uuid', labels.get('uuid', ''))]
-                                  + [(name, labels.get(name, '')) for name in JOB_LABELS]
-                                  + [('first', None), ('last', None)])
-    for name in ('first', 'last'):
-        for labels, value in vector(answers[name]):
-            row = rows.get(_key(labels))
-            if row is not None and math.isfinite(value):
-                row[name] = value
+    for labels, values in matrix(answer):
+        if not values:
+            continue
+        row = rows.setdefault(_key(labels), dict(
+            [('instance', labels.get('instance', '')), ('gpu', labels.get('gpu', '')), ('uuid', labels.get('uuid', ''))]
+            + [(name, labels.get(name, '')) for name in JOB_LABELS] + [('first', min(values)), ('last', max(values))]))
+        row['first'], row['last'] = min(row['first'], min(values)), max(row['last'], max(values))
     return [rows[k] for k in sorted(rows)]
 
 
-def span(rows, step=STEP_SECONDS):
-    """(end time, range in seconds) covering every GPU's first to last sighting, one step either side."""
-    firsts = [r['first'] for r in rows if r['first'] is not None]
-    lasts = [r['last'] for r in rows if r['last'] is not None]
-    if not firsts or not lasts:
-        raise JobstatsError('Prometheus gave the GPUs of the job but not when they were held')
-    end = max(lasts)
-    return end, int(math.ceil(end - min(firsts))) + 2 * step
+def span(rows):
+    """(first, last) time any GPU of the job was seen held."""
+    if not rows:
+        raise JobstatsError('no GPU of the job to measure')
+    return min(r['first'] for r in rows), max(r['last'] for r in rows)
 
 
 def add_figures(rows, answers):
-    """The rows with each FIGURES value (None where Prometheus has none: a GPU that reports no utilisation)."""
-    by_key = dict((_key(r), dict(r, **dict((name, None) for name, _f, _m in FIGURES))) for r in rows)
-    for name, _function, _metric in FIGURES:
-        for labels, value in vector(answers[name]):
+    """The rows with each FIGURES value (None where Prometheus has none: a GPU that reports no utilisation).
+    ``answers``: {metric: the figure_queries() answer}."""
+    by_key = dict((_key(r), dict(r, **dict((name, None) for name, _m, _how in FIGURES))) for r in rows)
+    for name, metric, how in FIGURES:
+        for labels, values in matrix(answers[metric]):
             row = by_key.get(_key(labels))
-            if row is not None and math.isfinite(value):
-                row[name] = value
+            if row is None or not values:
+                continue
+            row[name] = sum(values) / len(values) if how == 'mean' else max(values)
     return [by_key[k] for k in sorted(by_key)]
 
 
@@ -205,6 +212,7 @@ def render_text(data):
 def not_found(job_id, since):
     """Why a job cannot be shown."""
     return ('job %s: no GPU held by it was seen in Prometheus in the last %s (gpucluster_gpu_job_info{job_id="%s"}): '
-            'it held no GPU, ended before that, ran where the node health program does not label GPUs with jobs, '
-            'or does not exist (squeue/sacct -j %s). A longer --since looks further back, within the retention.'
+            'it held no GPU, ended before that, ran for less than one run of the node health program (which labels a GPU '
+            'with its job when it runs), ran where the program does not label GPUs with jobs, or does not exist '
+            '(squeue/sacct -j %s). A longer --since looks further back, within the retention.'
             % (job_id, since, job_id, job_id))

@@ -40,6 +40,8 @@ EXIT_UNAVAILABLE = 3
 RUN_RESERVE = 1
 KILL_WAIT = 1
 PASSWORD_MAX_BYTES = 4096
+# The most of one Prometheus answer read (a week of one job's GPUs at 10,000 points each is far less).
+ANSWER_MAX_BYTES = 64 * 1024 * 1024
 
 
 class UsageError(Exception):
@@ -236,14 +238,15 @@ class Prometheus(object):
         self.password = password
         self.timeout = timeout
 
-    def query(self, expr, at):
+    def query_range(self, expr, start, end, step):
+        """The answer (JSON) of /api/v1/query_range: evaluation points from start to end, step seconds apart."""
         import base64
         import ssl
         from urllib.error import HTTPError, URLError
         from urllib.parse import urlencode
         from urllib.request import Request, urlopen
-        body = urlencode({'query': expr, 'time': '%.3f' % at}).encode('ascii')
-        request = Request(self.url + '/api/v1/query', data=body, method='POST',
+        body = urlencode({'query': expr, 'start': '%.3f' % start, 'end': '%.3f' % end, 'step': '%.3f' % step})
+        request = Request(self.url + '/api/v1/query_range', data=body.encode('ascii'), method='POST',
                           headers={'Content-Type': 'application/x-www-form-urlencoded'})
         if self.user:
             token = base64.b64encode(('%s:%s' % (self.user, self.password or '')).encode('utf-8')).decode('ascii')
@@ -253,15 +256,17 @@ class Prometheus(object):
             context = ssl.create_default_context(cafile=self.ca_file or None)
         try:
             with urlopen(request, timeout=self.timeout, context=context) as answer:
-                return json.loads(answer.read(16 * 1024 * 1024).decode('utf-8'))
+                return json.loads(answer.read(ANSWER_MAX_BYTES).decode('utf-8', 'replace'))
         except HTTPError as exc:
             if exc.code in (401, 403):
                 raise Unavailable('Prometheus at %s refused the credentials of user %s (HTTP %d)'
                                   % (self.url, self.user or '(none)', exc.code))
             try:
-                return json.loads(exc.read(65536).decode('utf-8'))
-            except (ValueError, OSError):
+                return json.loads(exc.read(65536).decode('utf-8', 'replace'))
+            except (ValueError, OSError, RecursionError):
                 raise Unavailable('Prometheus at %s answered HTTP %d' % (self.url, exc.code))
+        except RecursionError:
+            raise Unavailable('Prometheus at %s answered JSON nested too deep' % self.url)
         except (URLError, OSError, ValueError) as exc:
             reason = getattr(exc, 'reason', exc)
             raise Unavailable('cannot ask Prometheus at %s: %s' % (self.url, reason))
@@ -299,14 +304,14 @@ def cmd_jobstats(argv):
                         password=read_password(password_file) if password_file else None,
                         timeout=config.get('timeout') or 10)
     now = time.time()
-    located = dict((name, client.query(expr, now)) for name, expr in jobstats.locate_queries(job_id, window).items())
     try:
-        rows = jobstats.locate(located)
+        rows = jobstats.locate(client.query_range(jobstats.locate_query(job_id), *jobstats.plan(now - window, now)))
         if not rows:
             sys.stderr.write('gpucluster-jobstats: %s\n' % jobstats.not_found(job_id, args.since))
             return EXIT_NOT_FOUND
-        end, span = jobstats.span(rows)
-        figures = dict((name, client.query(expr, end)) for name, expr in jobstats.figure_queries(job_id, span).items())
+        first, last = jobstats.span(rows)
+        figures = dict((metric, client.query_range(expr, *jobstats.plan(first, last)))
+                       for metric, expr in jobstats.figure_queries(job_id).items())
         rows = jobstats.add_figures(rows, figures)
     except jobstats.JobstatsError as exc:
         raise Unavailable(str(exc))

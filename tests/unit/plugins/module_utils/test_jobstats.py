@@ -10,9 +10,9 @@ from ansible_collections.gpucluster.core.plugins.module_utils import jobstats as
 GIB = 1024.0 ** 3
 
 
-def _answer(samples):
-    return {'status': 'success', 'data': {'resultType': 'vector',
-                                          'result': [{'metric': m, 'value': [1764700000.0, str(v)]} for m, v in samples]}}
+def _matrix(series):
+    return {'status': 'success', 'data': {'resultType': 'matrix', 'result': [
+        {'metric': m, 'values': [[1764700000.0 + 15 * i, str(v)] for i, v in enumerate(values)]} for m, values in series]}}
 
 
 def _gpu(instance, gpu, **extra):
@@ -25,11 +25,9 @@ INFO = dict(job_id='42', user='alice', account='research', partition='gpu')
 
 
 def _located():
-    return {
-        'info': _answer([(_gpu('node2', 1, **INFO), 1), (_gpu('node2', 0, **INFO), 1), (_gpu('node10', 0, **INFO), 1)]),
-        'first': _answer([(_gpu('node2', 0), 1000), (_gpu('node2', 1), 1060), (_gpu('node10', 0), 1000)]),
-        'last': _answer([(_gpu('node2', 0), 4600), (_gpu('node2', 1), 4600), (_gpu('node10', 0), 4540)]),
-    }
+    """timestamp(gpucluster_gpu_job_info{job_id="42"}) over the window: each point's value is its sample's time."""
+    return _matrix([(_gpu('node2', 1, **INFO), [1060, 1300, 4600]), (_gpu('node2', 0, **INFO), [1000, 2000, 4600]),
+                    (_gpu('node10', 0, **INFO), [1000, 4540])])
 
 
 @pytest.mark.parametrize('job_id', ['1', '4211', '9' * 20])
@@ -55,16 +53,29 @@ def test_durations_refused(text):
 
 
 def test_queries():
-    assert js.locate_queries('42', 604800) == {
-        'info': 'last_over_time(gpucluster_gpu_job_info{job_id="42"}[604800s])',
-        'first': 'min_over_time(timestamp(gpucluster_gpu_job_info{job_id="42"})[604800s:60s])',
-        'last': 'max_over_time(timestamp(gpucluster_gpu_job_info{job_id="42"})[604800s:60s])'}
-    figures = js.figure_queries('42', 3720)
-    assert figures['util_mean'] == ('avg_over_time((gpucluster_gpu_utilization_percent * on(instance, gpu) group_left() '
-                                    'gpucluster_gpu_job_info{job_id="42"})[3720s:60s])')
-    assert sorted(figures) == sorted(name for name, _f, _m in js.FIGURES)
+    assert js.locate_query('42') == 'timestamp(gpucluster_gpu_job_info{job_id="42"})'
+    assert js.figure_queries('42') == {
+        'gpucluster_gpu_memory_total_bytes':
+            'gpucluster_gpu_memory_total_bytes * on(instance, gpu) group_left() gpucluster_gpu_job_info{job_id="42"}',
+        'gpucluster_gpu_memory_used_bytes':
+            'gpucluster_gpu_memory_used_bytes * on(instance, gpu) group_left() gpucluster_gpu_job_info{job_id="42"}',
+        'gpucluster_gpu_utilization_percent':
+            'gpucluster_gpu_utilization_percent * on(instance, gpu) group_left() gpucluster_gpu_job_info{job_id="42"}'}
     with pytest.raises(js.JobstatsError):
-        js.locate_queries('42"} or vector(1) or {"', 60)
+        js.locate_query('42"} or vector(1) or {"')
+
+
+@pytest.mark.parametrize('start, end, expected', [
+    (0, 604800, (0.0, 604800.0, 60.48)),        # a week: 10,000 points
+    (1000, 4600, (1000.0, 4600.0, 15.0)),       # an hour: every 15 s, both ends included
+    (1000, 1010, (1000.0, 1010.0, 10.0)),       # shorter than a step: its two ends
+    (1000, 1000, (1000.0, 1000.0, 15.0)),       # one sighting: one point
+])
+def test_range_plans_include_both_ends(start, end, expected):
+    got = js.plan(start, end)
+    assert got[:2] == expected[:2] and got[2] == pytest.approx(expected[2])
+    points = int(round((got[1] - got[0]) / got[2]))
+    assert points <= js.MAX_POINTS and got[0] + points * got[2] == pytest.approx(got[1])
 
 
 def test_locate_orders_gpus_by_node_and_index():
@@ -72,24 +83,31 @@ def test_locate_orders_gpus_by_node_and_index():
     assert [(r['instance'], r['gpu']) for r in rows] == [('node10', '0'), ('node2', '0'), ('node2', '1')]
     assert rows[1] == {'instance': 'node2', 'gpu': '0', 'uuid': 'GPU-node2-0', 'user': 'alice', 'account': 'research',
                        'partition': 'gpu', 'first': 1000.0, 'last': 4600.0}
-    assert js.span(rows) == (4600.0, 3600 + 120)
+    assert js.span(rows) == (1000.0, 4600.0)
 
 
-def test_span_needs_times():
-    rows = js.locate(dict(_located(), first=_answer([]), last=_answer([])))
-    with pytest.raises(js.JobstatsError, match='not when they were held'):
-        js.span(rows)
+def test_a_gpu_seen_under_two_label_sets_is_one_row():
+    answer = _matrix([(_gpu('node2', 0, **INFO), [1000, 1200]), (_gpu('node2', 0, uuid='GPU-swapped', **INFO), [3000])])
+    rows = js.locate(answer)
+    assert len(rows) == 1 and (rows[0]['first'], rows[0]['last']) == (1000.0, 3000.0)
+
+
+def test_span_needs_gpus():
+    assert js.locate(_matrix([])) == []
+    with pytest.raises(js.JobstatsError, match='no GPU of the job'):
+        js.span([])
 
 
 @pytest.mark.parametrize('answer, fragment', [
     ({'status': 'error', 'errorType': 'bad_data', 'error': 'parse error at char 5'}, 'refused the query: parse error at char 5'),
-    ({'status': 'success', 'data': {'resultType': 'matrix', 'result': []}}, "answered 'matrix', not a vector"),
-    ({'status': 'success', 'data': {'resultType': 'vector', 'result': [{'metric': {}, 'value': [1]}]}}, 'not [time, value]'),
+    ({'status': 'success', 'data': {'resultType': 'vector', 'result': []}}, "answered 'vector', not a matrix"),
+    ({'status': 'success', 'data': {'resultType': 'matrix', 'result': [{'metric': {}, 'values': [[1]]}]}},
+     'not [time, value] points'),
     ('<html>', 'refused the query'),
 ])
 def test_answers_that_cannot_be_used(answer, fragment):
     with pytest.raises(js.JobstatsError, match=fragment.replace('[', '\\[').replace(']', '\\]')):
-        js.vector(answer)
+        js.matrix(answer)
 
 
 def _rows(means, peaks=None):
@@ -123,14 +141,16 @@ def test_verdict_threshold_is_a_parameter():
 def test_add_figures_and_report():
     rows = js.locate(_located())
     answer = {
-        'util_mean': _answer([(_gpu('node2', 0), 0.0), (_gpu('node2', 1), 87.5), (_gpu('node10', 0), 0.0)]),
-        'util_peak': _answer([(_gpu('node2', 0), 3.0), (_gpu('node2', 1), 100.0), (_gpu('node10', 0), 0.0)]),
-        'mem_mean': _answer([(_gpu('node2', 1), 20 * GIB), (_gpu('node10', 0), 1024.0 ** 2)]),
-        'mem_peak': _answer([(_gpu('node2', 1), 22 * GIB), (_gpu('node10', 0), float('nan'))]),
-        'mem_total': _answer([(_gpu('node2', 0), 24 * GIB), (_gpu('node2', 1), 24 * GIB), (_gpu('node10', 0), 24 * GIB)]),
+        'gpucluster_gpu_utilization_percent': _matrix([(_gpu('node2', 0), [0, 3, 0]), (_gpu('node2', 1), [75, 100, 87.5]),
+                                                       (_gpu('node10', 0), [0, 0])]),
+        'gpucluster_gpu_memory_used_bytes': _matrix([(_gpu('node2', 1), [18 * GIB, 22 * GIB, 20 * GIB]),
+                                                     (_gpu('node10', 0), [float('nan')])]),
+        'gpucluster_gpu_memory_total_bytes': _matrix([(_gpu('node2', 0), [24 * GIB]), (_gpu('node2', 1), [24 * GIB]),
+                                                      (_gpu('node10', 0), [24 * GIB])]),
     }
     rows = js.add_figures(rows, answer)
-    assert rows[0]['mem_peak'] is None   # NaN is no figure
+    assert (rows[0]['mem_mean'], rows[0]['mem_peak']) == (None, None)   # NaN is no figure
+    assert (rows[2]['util_mean'], rows[2]['util_peak'], rows[2]['mem_mean']) == (87.5, 100.0, 20 * GIB)
     report = js.report('42', rows)
     assert report['verdict'] == 'fewer' and report['summary'] == '3 GPUs held, 1 used: request fewer'
     assert (report['user'], report['account'], report['partition']) == ('alice', 'research', 'gpu')
@@ -140,8 +160,8 @@ def test_add_figures_and_report():
         'job 42: user alice, account research, partition gpu; 3 GPUs on node10, node2, seen 1970-01-01 00:16:40 UTC '
         'to 1970-01-01 01:16:40 UTC',
         'NODE    GPU  UUID          UTIL MEAN  UTIL PEAK  MEM MEAN  MEM PEAK  MEM TOTAL',
-        'node10  0    GPU-node10-0  0 %        0 %        0.0 GiB   -         24.0 GiB',
-        'node2   0    GPU-node2-0   0 %        3 %        -         -         24.0 GiB',
+        'node10  0    GPU-node10-0  0 %        0 %        -         -         24.0 GiB',
+        'node2   0    GPU-node2-0   1 %        3 %        -         -         24.0 GiB',
         'node2   1    GPU-node2-1   88 %       100 %      20.0 GiB  22.0 GiB  24.0 GiB',
         'verdict: 3 GPUs held, 1 used: request fewer']
 

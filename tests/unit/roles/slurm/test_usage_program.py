@@ -184,9 +184,10 @@ def test_metrics_usage_errors(archive, args, message):  # pylint: disable=redefi
 
 # jobstats -----------------------------------------------------------------------------------------
 
-def _vector(samples):
-    return {'status': 'success', 'data': {'resultType': 'vector', 'result': [
-        {'metric': labels, 'value': [1764700000.0, str(value)]} for labels, value in samples]}}
+def _matrix(series):
+    return {'status': 'success', 'data': {'resultType': 'matrix', 'result': [
+        {'metric': labels, 'values': [[1764696400.0 + 60 * i, str(v)] for i, v in enumerate(values)]}
+        for labels, values in series]}}
 
 
 def _labels(gpu, **extra):
@@ -199,16 +200,13 @@ def _labels(gpu, **extra):
 def _prometheus_answer(query):
     """What the lab's Prometheus answers for job 42 (node2, GPUs 0 and 1; GPU 1 busy), nothing for other jobs."""
     if 'job_id="42"' not in query:
-        return _vector([])
+        return _matrix([])
     job = dict(job_id='42', user='alice', account='research', partition='gpu')
-    if query.startswith('last_over_time('):
-        return _vector([(_labels(0, **job), 1), (_labels(1, **job), 1)])
-    if 'timestamp(' in query:
-        return _vector([(_labels(0), 1764696400.0 if query.startswith('min') else 1764700000.0),
-                        (_labels(1), 1764696400.0 if query.startswith('min') else 1764700000.0)])
-    if 'utilization' in query:
-        return _vector([(_labels(0), 0.0), (_labels(1), 87.0 if query.startswith('avg') else 100.0)])
-    return _vector([(_labels(0), 0.0), (_labels(1), 24 * 1024.0 ** 3 if 'total' in query else 2 * 1024.0 ** 3)])
+    if query.startswith('timestamp('):
+        return _matrix([(_labels(0, **job), [1764696400.0, 1764700000.0]), (_labels(1, **job), [1764696400.0, 1764700000.0])])
+    if query.startswith('gpucluster_gpu_utilization_percent'):
+        return _matrix([(_labels(0), [0, 0]), (_labels(1), [74, 100])])
+    return _matrix([(_labels(0), [0]), (_labels(1), [24 * 1024.0 ** 3 if 'total' in query else 2 * 1024.0 ** 3])])
 
 
 @pytest.fixture
@@ -264,12 +262,14 @@ def test_jobstats_prints_the_gpus_and_the_verdict(archive, tmp_path, prometheus)
     assert lines[2].split()[:5] == ['node2', '0', 'GPU-12345678-aaaa-bbbb-cccc-0123456789ab', '0', '%']
     assert lines[-1] == 'verdict: 2 GPUs held, 1 used: request fewer'
     # Located over the look-back window at "now", the figures over the job's span at its last sighting.
-    queries = [body['query'][0] for _path, body, _auth in prometheus.seen]
-    assert len(queries) == 8 and all(path == '/api/v1/query' for path, _b, _a in prometheus.seen)
-    assert 'last_over_time(gpucluster_gpu_job_info{job_id="42"}[604800s])' in queries
-    assert [body['time'][0] for _p, body, _a in prometheus.seen][-1] == '1764700000.000'
-    assert 'avg_over_time((gpucluster_gpu_utilization_percent * on(instance, gpu) group_left() ' \
-           'gpucluster_gpu_job_info{job_id="42"})[3720s:60s])' in queries
+    # Where and when over the last week ending now, then the figures from the first to the last sighting.
+    seen = [(path, body['query'][0], body['start'][0], body['end'][0], body['step'][0]) for path, body, _a in prometheus.seen]
+    assert len(seen) == 4 and set(path for path, _q, _s, _e, _st in seen) == {'/api/v1/query_range'}
+    assert seen[0][1] == 'timestamp(gpucluster_gpu_job_info{job_id="42"})' and seen[0][4] == '60.480'
+    assert float(seen[0][3]) - float(seen[0][2]) == pytest.approx(604800)
+    assert set((start, end, step) for _p, _q, start, end, step in seen[1:]) == {('1764696400.000', '1764700000.000', '15.000')}
+    assert 'gpucluster_gpu_utilization_percent * on(instance, gpu) group_left() gpucluster_gpu_job_info{job_id="42"}' \
+        in [query for _p, query, _s, _e, _st in seen]
 
 
 def test_jobstats_json(archive, tmp_path, prometheus):  # pylint: disable=redefined-outer-name
@@ -278,6 +278,7 @@ def test_jobstats_json(archive, tmp_path, prometheus):  # pylint: disable=redefi
     data = json.loads(out)
     assert rc == 0 and data['verdict'] == 'fewer' and data['gpus_held'] == 2
     assert [(g['instance'], g['gpu'], g['util_mean']) for g in data['gpus']] == [('node2', '0', 0.0), ('node2', '1', 87.0)]
+    assert data['first_seen'] == 1764696400.0 and data['last_seen'] == 1764700000.0
 
 
 def test_jobstats_refuses_a_job_it_cannot_find_and_says_why(archive, tmp_path, prometheus):  # pylint: disable=redefined-outer-name
