@@ -122,7 +122,7 @@ def locate(answer):
         row = rows.setdefault(_key(labels), dict(
             [('instance', labels.get('instance', '')), ('gpu', labels.get('gpu', '')), ('uuid', labels.get('uuid', ''))]
             + [(name, labels.get(name, '')) for name in JOB_LABELS] + [('first', min(values)), ('last', max(values))]))
-        row['first'], row['last'] = min(row['first'], min(values)), max(row['last'], max(values))
+        row['first'], row['last'] = min(row['first'], *values), max(row['last'], *values)
     return [rows[k] for k in sorted(rows)]
 
 

@@ -78,8 +78,8 @@ def test_prolog_environments_refused(changes, message):
 
 # id, what is put at gpu0.json, the problem read_records reports
 RECORD_CASES = [
-    ('directory', lambda p: os.mkdir(p), 'gpu0.json: it is a directory, not a regular file'),
-    ('fifo', lambda p: os.mkfifo(p), 'gpu0.json: it is a FIFO, not a regular file'),
+    ('directory', os.mkdir, 'gpu0.json: it is a directory, not a regular file'),
+    ('fifo', os.mkfifo, 'gpu0.json: it is a FIFO, not a regular file'),
     ('huge', lambda p: open(p, 'w').write(' ' * (1 << 20)), 'gpu0.json: it is larger than 4096 bytes (1048576 bytes)'),
     ('deep-json', lambda p: open(p, 'w').write('[' * 4000), 'gpu0.json: not a JSON record (nested too deep)'),
     ('link-to-dev-zero', lambda p: os.symlink('/dev/zero', p), 'gpu0.json: it is a character device, not a regular file'),

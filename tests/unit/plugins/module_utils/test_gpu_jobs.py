@@ -28,7 +28,7 @@ def test_gpu_ids(text, expected):
 @pytest.mark.parametrize('text, fragment', [
     ('0,0', 'names a GPU twice'), ('0,a', 'is not a list of GPU ids'), ('-1', 'is not a list of GPU ids'),
     ('0,,1', 'is not a list of GPU ids'), ('1000', 'is not a list of GPU ids'), ('0-3', 'is not a list of GPU ids'),
-    (','.join('1' for _ in range(300)), 'names more than 64 GPUs'),
+    (','.join(['1'] * 300), 'names more than 64 GPUs'),
 ])
 def test_gpu_ids_refused(text, fragment):
     with pytest.raises(gpu_jobs.RecordError, match=fragment):
