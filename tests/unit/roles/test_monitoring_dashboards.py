@@ -250,3 +250,17 @@ def test_molecule_metrics_stand_in_is_the_programs_output():
         assert handle.read() == text
     names = set(re.findall(r'^(gpucluster_[a-z_]+)', text, re.M))
     assert names <= HEALTH_METRICS
+
+
+def test_molecule_slurm_metrics_stand_in_is_the_programs_output():
+    """molecule/monitoring's Slurm metrics stand-in is slurm_usage.render's output (regenerate it with
+    `python tests/monitoring/usage_metrics_double.py --write`), never a hand-written copy."""
+    spec = importlib.util.spec_from_file_location(
+        'usage_metrics_double', os.path.join(REPO, 'tests', 'monitoring', 'usage_metrics_double.py'))
+    double = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(double)
+    text = double.render(slurm_usage)
+    with open(double.TEMPLATE) as handle:
+        assert handle.read() == text
+    names = set(re.findall(r'^(gpucluster_[a-z_]+)', text, re.M))
+    assert names <= OWN_METRICS and 'gpucluster_slurm_pending_jobs_fit_idle_gpus' in names
