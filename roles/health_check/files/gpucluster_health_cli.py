@@ -31,7 +31,9 @@ import traceback
 DEFAULT_CONFIG = '/etc/gpucluster/health.json'
 TEXTFILE_NAME = 'gpucluster_health.prom'
 CONFIG_KEYS = ('nvidia_smi_path', 'expected_count', 'thresholds', 'xid_window_minutes', 'kernel_log_path',
-               'sysfs_root', 'timeout', 'run_timeout', 'rdma')
+               'sysfs_root', 'timeout', 'run_timeout', 'rdma', 'job_source', 'job_records_dir')
+# job_source: which scheduler says which job holds each GPU (gpu_jobs.SOURCES: none, slurm, swarm);
+# job_records_dir: where the Slurm Prolog writes its records (gpu_jobs.RECORDS_DIR when absent).
 # The "rdma" object: expect_present (the node belongs on the RDMA fabric: no adapter is critical),
 # expected_rate_gbps (a port below it is a warning) and ignore_ports ("mlx5_0" or "mlx5_0/1").
 # hcas: the ports the node's jobs use (NCCL_IB_HCA entries, mlx5_0 or mlx5_0:1): only those are judged,
@@ -52,7 +54,7 @@ CONFIG_MAX_BYTES = 1024 * 1024
 CONFIG_MAX_DEPTH = 32
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
-from . import (atomic_file, gpu_bounds, gpu_fabric, gpu_health, gpu_probe, gpu_prom, rdma_health, rdma_sysfs,
+from . import (atomic_file, gpu_bounds, gpu_fabric, gpu_health, gpu_jobs, gpu_probe, gpu_prom, rdma_health, rdma_sysfs,
                timed_command)
 from .gpu_bounds import clip, quote
 
@@ -142,11 +144,16 @@ def load_config(path, explicit):
                                   or not 0 <= value <= gpu_health.SETTING_LIMITS[key]):
             raise ConfigError('config %s: %s must be a whole number >= 0 and <= %d, got %s'
                               % (where, key, gpu_health.SETTING_LIMITS[key], quote(value)))
-    for key in ('nvidia_smi_path', 'kernel_log_path', 'sysfs_root'):
+    for key in ('nvidia_smi_path', 'kernel_log_path', 'sysfs_root', 'job_records_dir'):
         value = config.get(key)
         if value is not None and (not isinstance(value, str) or '\x00' in value):
             raise ConfigError('config %s: %s must be a path (a string without NUL) or null, got %s'
                               % (where, key, quote(value)))
+    if config.get('job_records_dir') is not None and not config['job_records_dir'].startswith('/'):
+        raise ConfigError('config %s: job_records_dir must be an absolute path, got %s' % (where, quote(config['job_records_dir'])))
+    if config.get('job_source', 'none') not in gpu_jobs.SOURCES:
+        raise ConfigError('config %s: job_source must be one of %s, got %s'
+                          % (where, ', '.join(gpu_jobs.SOURCES), quote(config.get('job_source'))))
     try:
         config['thresholds'] = gpu_health.merge_thresholds(config.get('thresholds') or {})
     except gpu_health.ThresholdError as exc:
@@ -416,6 +423,31 @@ def _on_alarm(signum, frame):
     raise RunTimeout()
 
 
+def judge_jobs(config, runner, facts):
+    """(samples, report part) of which job holds each GPU; ([], None) when no scheduler is named. Never changes
+    the verdict: a source that cannot be read is gpucluster_gpu_jobs_source_up 0 and a problem in the report."""
+    source = config.get('job_source') or 'none'
+    if source == 'none':
+        return [], None
+    devices = facts.get('devices') or []
+    if source == 'slurm':
+        try:
+            assignments, problems = gpu_jobs.read_records(config.get('job_records_dir') or gpu_jobs.RECORDS_DIR)
+            ok = True
+        except gpu_jobs.RecordError as exc:
+            assignments, problems, ok = {}, [str(exc)], False
+    else:
+        timeout = gpu_jobs.DOCKER_TIMEOUT
+        deadline = getattr(runner, 'deadline', None)
+        if deadline is not None:
+            timeout = max(0.1, min(timeout, deadline - time.monotonic() - RUN_RESERVE))
+        assignments, problems, ok = gpu_jobs.collect_swarm(runner, devices, timeout=timeout)
+    if devices:
+        problems = problems + gpu_jobs.unknown_gpus(assignments, devices)
+    return (gpu_jobs.prometheus_samples(source, assignments, devices, ok),
+            gpu_jobs.report(source, assignments, problems, ok))
+
+
 def judge(args, config, runner, now):
     """The report and exit code of one run (exceptions are the caller's)."""
     window = config.get('xid_window_minutes') or 120
@@ -445,6 +477,7 @@ def judge(args, config, runner, now):
     rdma_facts, rdma_issues = judge_rdma(config, config.get('sysfs_root') or '/sys')
     # The node's verdict is the worst of the GPUs', the NVLink fabric's and the RDMA fabric's; the GPU
     # facts keep the GPUs' own.
+    job_samples, jobs = judge_jobs(config, runner, facts)
     status = rdma_health.merge_status(facts['health']['status'], fabric_issues + rdma_issues)
     issues = issues + fabric_issues + rdma_issues
     code = gpu_health.exit_code(status)
@@ -459,6 +492,8 @@ def judge(args, config, runner, now):
     }
     if rdma_facts is not None:
         report['rdma'] = rdma_facts
+    if jobs is not None:
+        report['jobs'] = jobs
     if args.textfile:
         node = dict(facts, health=dict(facts['health'], status=status, issues=issues))
         text = gpu_prom.render(node, now)
@@ -466,6 +501,8 @@ def judge(args, config, runner, now):
             text += gpu_fabric.render_prometheus(fabric_samples)
         if rdma_facts is not None:
             text += rdma_health.render_prometheus(rdma_health.prometheus_samples(rdma_facts, rdma_issues))
+        if job_samples:
+            text += gpu_jobs.render_prometheus(job_samples)
         try:
             write_textfile(args.textfile, text)
         except (IOError, OSError) as exc:
