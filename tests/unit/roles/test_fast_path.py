@@ -50,6 +50,7 @@ NOT_VERIFIED = {
         'verified through the pattern gpucluster-*.nmconnection',
     ('health_check', '{{ __health_check_lib_dir }}/'): 'directory of the archive, which is verified',
     ('slurm', '{{ __slurm_healthcheck_lib_dir }}/'): 'directory of the archive, which is verified',
+    ('slurm', '{{ __slurm_usage_lib_dir }}/'): 'directory of the usage archive, which is verified',
     ('nvidia_driver', '{{ __nvidia_driver_runfile }}'): "NVIDIA's installer; what it installs is verified",
     ('nvidia_driver', '{{ nvidia_driver_runfile_dir }}'): "the installer's directory",
     ('rdma', '{{ __rdma_doca_keyring | dirname }}'): 'keyring directory; the keyring is verified',
