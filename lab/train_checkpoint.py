@@ -59,7 +59,7 @@ if torch is not None:
     try:
         import torch.distributed.checkpoint as dcp
         DCP_UNAVAILABLE = ''
-    except ImportError:
+    except Exception:  # pylint: disable=broad-except  (missing before torch 2.0; any failure: try the old place)
         try:  # torch 1.13: the same API before it moved
             import torch.distributed._shard.checkpoint as dcp
             DCP_UNAVAILABLE = ''
