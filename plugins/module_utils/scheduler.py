@@ -250,6 +250,25 @@ def decide_verdict(status, state, source, text=None):
     return Decision('none', None, 'health status unknown; node left as it is')
 
 
+
+def settled(decision, state):
+    """Whether ``decision``'s aim holds in ``state`` although its command failed, and why (bool, str).
+
+    The scheduler answers a RESUME of a node that is no longer drained with an error ("Invalid node state
+    specified" from Slurm): between our read and our command an operator, or another run, resumed it. A
+    drain that failed while the node is held by now with our reason is done too. Anything else is a real
+    failure: the node is not where the decision wanted it.
+    """
+    if decision.action == 'resume':
+        if not state.held:
+            return True, 'no longer held (resumed by someone else between the read and the resume)'
+        return False, 'still held: %s' % (state.reason or '(no reason)')
+    if decision.action == 'drain':
+        if state.held and state.reason == decision.reason:
+            return True, 'held with this reason already (drained by another run between the read and the drain)'
+        return False, 'not held with this reason: %s' % (state.reason or 'not held')
+    return True, 'nothing to do'
+
 # --- Slurm ------------------------------------------------------------------------------------------
 
 _SLURM_SUFFIXES = {'*': 'NOT_RESPONDING', '~': 'POWERED_DOWN', '#': 'POWERING_UP', '%': 'POWERING_DOWN',
