@@ -3,7 +3,10 @@
 
 With state=check, computes the fingerprint of what the calling role would apply to this host and
 sends it, digests only, to the node module, which compares it with the record of the last finished
-full run and observes the managed state in the same round trip. The parts of the fingerprint:
+full run and observes the managed state in the same round trip. With state=record (after the full
+path) it computes the fingerprint again, as the next run's check will, and sends it with the values of
+the role's outputs (``manages.outputs``: names of variables the role reports to the play) to be kept.
+The parts of the fingerprint:
 
 - code: every file of the collection's roles and plugins (a new release, a patched template; a role
   copied out of the collection counts with its own directory instead);
@@ -88,54 +91,64 @@ class ActionModule(ActionBase):
         args = dict(self._task.args)
         state = args.get('state', 'check')
         role = args.get('role')
-        if state == 'check':
-            switch = self._templar.template(task_vars.get('gpucluster_fast_path', True))
-            # -e gpucluster_fast_path=false on the command line gives a string.
-            if isinstance(switch, str) and switch.lower() in ('true', 'false'):
-                switch = switch.lower() == 'true'
-            if not isinstance(switch, bool):
-                result.update(failed=True, msg='gpucluster_fast_path must be true or false, got %r' % (str(switch)[:40],))
-                return result
-            recordable = (not self._task.check_mode
-                            and list(task_vars.get('ansible_run_tags') or ['all']) == ['all']
-                            and not list(task_vars.get('ansible_skip_tags') or []))
-            try:
-                parts = self._parts(role, args, task_vars)
-                fingerprint = cs.fingerprint(parts)
-            except (AnsibleError, cs.FingerprintError, IOError, OSError) as exc:
-                # A fingerprint that cannot be computed is never a skip: the full path runs, and
-                # nothing is recorded (there is nothing to compare the next run with).
-                result.update(changed=False, converged=False, recordable=False, fingerprint=None,
-                              reasons=['the fingerprint of %s cannot be computed on the controller: %s'
-                                       % (role, to_native(exc)[:300])])
-                return result
-            if not switch:
-                result.update(changed=False, converged=False, recordable=recordable, fingerprint=fingerprint,
-                              reasons=['gpucluster_fast_path is false: the full path runs'])
-                return result
-            args['fingerprint'] = fingerprint
-            args.pop('inputs', None)
-            args.pop('facts', None)
-            module = self._execute_module(module_name='gpucluster.core.converged', module_args=args,
-                                          task_vars=task_vars)
-            result.update(module)
-            if not module.get('failed'):
-                result['recordable'] = recordable
+        manages = dict(args.get('manages') or {})
+        # The values the role reports to the play: kept in the record, never part of the fingerprint.
+        outputs = manages.pop('outputs', None) or []
+        if isinstance(outputs, str) or not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
+            result.update(failed=True, msg='converged: manages.outputs must be a list of variable names')
             return result
+        args['manages'] = manages
+        try:
+            # Computed again when the state is recorded, after the full path: what the role read then (its
+            # node's certificate issued, a peer's address chosen) is what the next run's check will read.
+            fingerprint = cs.fingerprint(self._parts(role, args, task_vars, outputs))
+        except (AnsibleError, cs.FingerprintError, IOError, OSError) as exc:
+            if state == 'record':
+                result.update(failed=True, msg='converged: the fingerprint of %s cannot be computed: %s'
+                                              % (role, to_native(exc)[:300]))
+                return result
+            # A fingerprint that cannot be computed is never a skip: the full path runs, and nothing is
+            # recorded (there would be nothing to compare the next run with).
+            result.update(changed=False, converged=False, recordable=False, fingerprint=None, outputs={},
+                          reasons=['the fingerprint of %s cannot be computed on the controller: %s'
+                                   % (role, to_native(exc)[:300])])
+            return result
+        args['fingerprint'] = fingerprint
         args.pop('inputs', None)
         args.pop('facts', None)
-        result.update(self._execute_module(module_name='gpucluster.core.converged', module_args=args,
-                                           task_vars=task_vars))
+        if state == 'record':
+            args['outputs'] = dict((name, self._templar.template(task_vars.get(name))) for name in outputs)
+            result.update(self._execute_module(module_name='gpucluster.core.converged', module_args=args,
+                                               task_vars=task_vars))
+            return result
+        switch = self._templar.template(task_vars.get('gpucluster_fast_path', True))
+        # -e gpucluster_fast_path=false on the command line gives a string.
+        if isinstance(switch, str) and switch.lower() in ('true', 'false'):
+            switch = switch.lower() == 'true'
+        if not isinstance(switch, bool):
+            result.update(failed=True, msg='gpucluster_fast_path must be true or false, got %r' % (str(switch)[:40],))
+            return result
+        recordable = (not self._task.check_mode
+                      and list(task_vars.get('ansible_run_tags') or ['all']) == ['all']
+                      and not list(task_vars.get('ansible_skip_tags') or []))
+        if not switch:
+            result.update(changed=False, converged=False, recordable=recordable, fingerprint=fingerprint, outputs={},
+                          reasons=['gpucluster_fast_path is false: the full path runs'])
+            return result
+        module = self._execute_module(module_name='gpucluster.core.converged', module_args=args, task_vars=task_vars)
+        result.update(module)
+        if not module.get('failed'):
+            result['recordable'] = recordable
         return result
 
-    def _parts(self, role, args, task_vars):
+    def _parts(self, role, args, task_vars, outputs=()):
         role_obj = getattr(self._task, '_role', None)
         if role_obj is None:
             raise AnsibleError('the converged action runs only inside a role')
         if role and role != role_obj.get_name(include_role_fqcn=False):
             raise AnsibleError('role=%s but the task belongs to role %s' % (role, role_obj.get_name()))
         role_path = role_obj._role_path
-        names = sorted(role_obj.get_default_vars())
+        names = sorted(n for n in role_obj.get_default_vars() if n not in outputs)
         # The fast path's own switch decides how a run is made, not what it applies.
         names += sorted(n for n in task_vars if n.startswith('gpucluster_') and n not in names and n != 'gpucluster_fast_path')
         variables = {}

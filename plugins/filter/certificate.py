@@ -164,6 +164,22 @@ def certificate_renewal_reason(cert_path, key_path, ca_cert_path, common_name, n
     return ''
 
 
+def certificate_ca_renewal_reason(ca_cert_path, renew_days=30, now=None):
+    """Filter: why the CA certificate at ``ca_cert_path`` must be renewed (expired, not valid yet, or ending
+    within ``renew_days``), or '' when it is current or there is none yet (a new cluster makes one)."""
+    if not isinstance(renew_days, int) or isinstance(renew_days, bool) or renew_days < 0:
+        raise AnsibleFilterError('certificate_ca_renewal_reason: renew_days must be a whole number of days >= 0, got %s'
+                                 % (quote(renew_days),))
+    if not HAS_CRYPTOGRAPHY or not os.path.isfile(ca_cert_path):
+        return ''
+    try:
+        ca = x509.load_pem_x509_certificate(_read(ca_cert_path))
+    except (ValueError, TypeError, IOError, OSError) as exc:
+        return 'cannot read the CA certificate %s: %s' % (ca_cert_path, exc.__class__.__name__)
+    return ca_renewal_reason(ca, ca_cert_path, renew_days, now or datetime.datetime.now(datetime.timezone.utc))
+
+
 class FilterModule(object):
     def filters(self):
-        return {'certificate_renewal_reason': certificate_renewal_reason}
+        return {'certificate_renewal_reason': certificate_renewal_reason,
+                'certificate_ca_renewal_reason': certificate_ca_renewal_reason}

@@ -53,8 +53,8 @@ options:
     default: check
   fingerprint:
     description:
-      - The fingerprint record the action plugin computed (digest, part digests, per-name digests). Set by the
-        action plugin for O(state=check); pass the check's RV(fingerprint) for O(state=record).
+      - The fingerprint record (digest, part digests, per-name digests). Set by the action plugin, which computes it
+        for both states (for O(state=record) again after the full path, from the same O(inputs) and O(facts)).
     type: dict
   inputs:
     description:
@@ -70,7 +70,8 @@ options:
     elements: str
   manages:
     description:
-      - What the role manages on the node and the fast path verifies. Keys C(files) (absolute paths; content,
+      - What the role manages on the node and the fast path verifies (C(outputs), a list of the role's reported
+        variables, is read by the action plugin). Keys C(files) (absolute paths; content,
         mode, owner and group, or a link's target), C(packages) (installed version and hold), C(services) (unit
         enabled and active; a pattern with C(*) stands for every file it matches), C(globs) (the set of matching
         paths, for device nodes) and C(probes) (a list of
@@ -80,7 +81,9 @@ options:
     description:
       - With O(state=record), values the role reports to the play (its reboot request), kept in the record and
         returned as RV(outputs) by a check that finds the node converged, so that a skipped role still reports
-        them. They are stored on the node in the clear: never a secret.
+        them. The action plugin sets it from C(manages.outputs), a list of variable names whose values it takes
+        from the play; those variables are never part of the fingerprint. Stored on the node in the clear:
+        never a secret.
     type: dict
   record_dir:
     description: Directory of the records.
@@ -112,7 +115,6 @@ EXAMPLES = r'''
   gpucluster.core.converged:
     role: os_tuning
     state: record
-    fingerprint: "{{ __os_tuning_converged.fingerprint }}"
     manages: "{{ __os_tuning_fast_path }}"
   when: not __os_tuning_converged.converged and __os_tuning_converged.recordable
 '''
@@ -129,7 +131,7 @@ reasons:
   elements: str
   sample: ["variables changed: slurm_version", "file /etc/slurm/slurm.conf changed (content)"]
 fingerprint:
-  description: The fingerprint record (digests only), to pass to O(state=record).
+  description: The fingerprint record (digests only) the check compared.
   returned: with O(state=check)
   type: dict
 recordable:

@@ -40,8 +40,8 @@ ROLE_TASKS = '''---
   gpucluster.core.converged:
     role: demo
     state: record
-    fingerprint: "{{ __demo_converged.fingerprint }}"
     manages: {files: ["{{ demo_file }}"]}
+    inputs: {peers: "{{ demo_peers }}"}
     record_dir: "{{ demo_records }}"
   when: not __demo_converged.converged and __demo_converged.recordable
   tags: [demo, always]
