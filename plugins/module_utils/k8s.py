@@ -53,7 +53,13 @@ _LABEL_RE = re.compile(r'^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z')
 
 
 def _show(value, limit=80):
-    text = repr(value) if not isinstance(value, str) else '"%s"' % value.encode('unicode_escape').decode('ascii')
+    """A value as the inventory writes it (YAML/JSON spelling), clipped."""
+    if isinstance(value, bool) or value is None:
+        text = {True: 'true', False: 'false', None: 'null'}[value]
+    elif isinstance(value, str):
+        text = '"%s"' % value.encode('unicode_escape').decode('ascii')
+    else:
+        text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
@@ -148,6 +154,8 @@ def endpoint_errors(endpoint, var='k8s_control_plane_endpoint'):
         return []
     if not isinstance(endpoint, str):
         return ['%s = %s is not accepted: it is not a string; %s' % (var, _show(endpoint), accepted)]
+    if '://' in endpoint or '/' in endpoint:
+        return ['%s = %s is not accepted: give HOST[:PORT], not a URL or a path; %s' % (var, _show(endpoint), accepted)]
     if endpoint.startswith('['):
         host, _sep, rest = endpoint[1:].partition(']')
         try:
@@ -259,11 +267,12 @@ def device_plugin_config(mig_strategy='none', replicas=0, rename_by_default=Fals
                         'plugin': {'deviceListStrategy': [device_list_strategy], 'deviceIDStrategy': 'uuid',
                                    'passDeviceSpecs': False}}}
     if replicas:
-        resources = ['nvidia.com/gpu'] if mig_strategy != 'mixed' else ['nvidia.com/gpu', 'nvidia.com/mig-*']
+        # nvidia.com/gpu: every GPU, and with the single strategy every MIG device (offered under that name too).
+        # With the mixed strategy MIG devices are nvidia.com/mig-<profile>, named per GPU model: not shared here.
         config['sharing'] = {'timeSlicing': {
             'renameByDefault': bool(rename_by_default),
             'failRequestsGreaterThanOne': bool(fail_requests_greater_than_one),
-            'resources': [{'name': name, 'replicas': replicas} for name in resources]}}
+            'resources': [{'name': 'nvidia.com/gpu', 'replicas': replicas}]}}
     return config
 
 
@@ -312,3 +321,83 @@ def operator_values(base, overrides, var='k8s_gpu_operator_values'):
                                                    'nvidia_driver' if path[0] == 'driver' else 'container_runtime',
                                                    '.'.join(path)))
     return values, errors
+
+
+# --- kubeadm's join ---------------------------------------------------------------------------------
+
+_JOIN_RE = re.compile(r'^kubeadm join (?P<endpoint>\S+) --token (?P<token>[a-z0-9]{6}\.[a-z0-9]{16})'
+                      r'((?: --discovery-token-ca-cert-hash sha256:[0-9a-f]{64})+)\s*\Z')
+_HASH_RE = re.compile(r'sha256:[0-9a-f]{64}')
+
+
+def parse_join_command(text):
+    """{endpoint, token, ca_cert_hashes} of ``kubeadm token create --print-join-command``'s output.
+
+    The output carries a secret (the bootstrap token): a message never shows it, only its shape.
+    """
+    if not isinstance(text, str):
+        raise ValueError('kubeadm token create --print-join-command printed no text')
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    match = _JOIN_RE.match(lines[-1]) if lines else None
+    if not match:
+        raise ValueError('kubeadm token create --print-join-command did not print "kubeadm join ENDPOINT --token '
+                         'TOKEN --discovery-token-ca-cert-hash sha256:HASH" (%d line(s), output not shown: it holds '
+                         'the token)' % len(lines))
+    if endpoint_errors(match.group('endpoint'), 'the endpoint kubeadm printed'):
+        raise ValueError('kubeadm printed an endpoint that is not HOST:PORT (output not shown: it holds the token)')
+    return {'endpoint': match.group('endpoint'), 'token': match.group('token'),
+            'ca_cert_hashes': _HASH_RE.findall(match.group(3))}
+
+
+# --- RDMA shared device plugin ------------------------------------------------------------------------
+
+RDMA_SELECTORS = ('vendors', 'deviceIDs', 'drivers', 'ifNames', 'linkTypes')
+_RDMA_NAME_RE = re.compile(r'^[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?\Z')
+_RDMA_VALUE_RE = re.compile(r'^[A-Za-z0-9_.:-]{1,64}\Z')
+
+
+def rdma_resource_errors(resources, var='k8s_gpu_rdma_resources'):
+    """Errors of the RDMA shared device plugin's resources: each {name, hca_max, selectors}."""
+    if not isinstance(resources, list) or not resources:
+        return ['%s = %s is not accepted: give a list of {name, hca_max, selectors}' % (var, _show(resources))]
+    errors = []
+    names = []
+    for index, entry in enumerate(resources):
+        where = '%s[%d]' % (var, index)
+        if not isinstance(entry, dict):
+            errors.append('%s = %s is not a mapping {name, hca_max, selectors}' % (where, _show(entry)))
+            continue
+        unknown = sorted(set(entry) - set(('name', 'hca_max', 'selectors')))
+        if unknown:
+            errors.append('%s has unknown keys %s; accepted: name, hca_max, selectors' % (where, ', '.join(unknown)))
+        name = entry.get('name')
+        if not isinstance(name, str) or not _RDMA_NAME_RE.match(name):
+            errors.append('%s.name = %s is not a resource name (lower case letters, digits, "_", ".", "-")' % (where, _show(name)))
+        elif name in names:
+            errors.append('%s.name = "%s" is listed twice' % (where, name))
+        names.append(name)
+        hca_max = entry.get('hca_max')
+        if isinstance(hca_max, bool) or not isinstance(hca_max, int) or not 1 <= hca_max <= 1000:
+            errors.append('%s.hca_max = %s is not accepted: pods sharing the HCAs at once, 1 to 1000' % (where, _show(hca_max)))
+        selectors = entry.get('selectors')
+        if not isinstance(selectors, dict) or not selectors:
+            errors.append('%s.selectors = %s is not accepted: a mapping of %s to lists of strings'
+                          % (where, _show(selectors), ', '.join(RDMA_SELECTORS)))
+            continue
+        for key, values in sorted(selectors.items(), key=lambda kv: str(kv[0])):
+            if key not in RDMA_SELECTORS:
+                errors.append('%s.selectors.%s is not a selector; accepted: %s' % (where, key, ', '.join(RDMA_SELECTORS)))
+            elif not isinstance(values, list) or not values or not all(
+                    isinstance(v, str) and _RDMA_VALUE_RE.match(v) for v in values):
+                errors.append('%s.selectors.%s = %s is not a list of names such as "15b3", "mlx5_core", "ib0"'
+                              % (where, key, _show(values)))
+    return errors
+
+
+def rdma_resource(entry):
+    """One entry of the RDMA shared device plugin's config.json configList."""
+    errors = rdma_resource_errors([entry], 'k8s_gpu_rdma_resources[]')
+    if errors:
+        raise ValueError(errors[0])
+    return {'resourceName': entry['name'], 'rdmaHcaMax': entry['hca_max'],
+            'selectors': dict((k, list(entry['selectors'][k])) for k in RDMA_SELECTORS if k in entry['selectors'])}
