@@ -254,8 +254,8 @@ def device_plugin_config(mig_strategy='none', replicas=0, rename_by_default=Fals
     replicas >= 2 shares each GPU (or MIG device) among that many pods by time-slicing; 0 shares nothing.
     """
     if mig_strategy not in MIG_STRATEGIES:
-        raise ValueError('k8s_gpu_mig_strategy = %s is not accepted: accepted: %s' % (_show(mig_strategy),
-                                                                                     ', '.join(MIG_STRATEGIES)))
+        raise ValueError('k8s_gpu_mig_strategy = %s is not accepted: accepted: %s'
+                         % (_show(mig_strategy), ', '.join(MIG_STRATEGIES)))
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0 or replicas == 1 or replicas > 1024:
         raise ValueError('k8s_gpu_time_slicing_replicas = %s is not accepted: 0 (no sharing) or a whole number from '
                          '2 to 1024' % _show(replicas))

@@ -91,7 +91,7 @@ def _repository(repo, build):
 def _render(jobs):
     proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), 'k8s_render.py')],
                           input=json.dumps(jobs), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                          timeout=300, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'collections')))
+                          timeout=300, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'collections')), check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -127,7 +127,7 @@ class Node(object):
         tool = argv[0]
         full = [tool] + self.apt_options() + argv[1:] if tool.startswith('apt') else argv
         proc = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
-                              env=dict(os.environ, DEBIAN_FRONTEND='noninteractive', LC_ALL='C'))
+                              env=dict(os.environ, DEBIAN_FRONTEND='noninteractive', LC_ALL='C'), check=False)
         if check:
             assert proc.returncode == 0, (full, proc.stdout[-3000:])
         return proc
@@ -143,7 +143,7 @@ class Node(object):
     def hold(self, names):
         proc = subprocess.run(['dpkg', '--admindir=' + self.admindir, '--set-selections'],
                               input=''.join('%s hold\n' % name for name in names), universal_newlines=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, check=False)
         assert proc.returncode == 0, proc.stdout
 
 

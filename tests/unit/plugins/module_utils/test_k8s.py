@@ -35,8 +35,8 @@ def test_packages():
     assert k8s.minor('1.35.0') == '1.35'
     assert k8s.package_version('1.35.0', '1.1') == '1.35.0-1.1'
     assert k8s.package_specs('1.35.0', '1.1') == ['kubelet=1.35.0-1.1', 'kubeadm=1.35.0-1.1', 'kubectl=1.35.0-1.1']
-    assert k8s.package_specs('1.35.0', '1.1', 'dnf') == ['kubelet-1.35.0-1.1', 'kubeadm-1.35.0-1.1',
-                                                          'kubectl-1.35.0-1.1']
+    assert k8s.package_specs('1.35.0', '1.1', 'dnf') == [
+        'kubelet-1.35.0-1.1', 'kubeadm-1.35.0-1.1', 'kubectl-1.35.0-1.1']
     for bad in ('', '1.1 ', '1.1;rm', 11):
         with pytest.raises(ValueError, match='is not a revision such as "1.1"'):
             k8s.package_version('1.35.0', bad)
@@ -109,8 +109,8 @@ NODES = {'cp1': '10.213.12.0/24', 'gpu1': '10.213.12.0/24', 'gpu2': '10.213.13.0
     ('10.244.0.0/16', '10.213.12.0/24', NODES,
      ['k8s_control_plane_service_cidr = "10.213.12.0/24" overlaps the cluster network of cp1',
       'overlaps the cluster network of gpu1']),
-    ('10.0.0.0/8', '10.96.0.0/12', {}, ['k8s_control_plane_pod_cidr = "10.0.0.0/8" and k8s_control_plane_service_cidr '
-                                         '= "10.96.0.0/12" overlap']),
+    ('10.0.0.0/8', '10.96.0.0/12', {},
+     ['k8s_control_plane_pod_cidr = "10.0.0.0/8" and k8s_control_plane_service_cidr = "10.96.0.0/12" overlap']),
     ('10.244.0.0/24', '10.96.0.0/12', {}, ['each node gets a /24 of the pod network']),
     ('10.244.0.0/16', '10.0.0.0/8', {}, ['kube-apiserver takes a service network of at most /12',
                                          'overlap: pod and service addresses must differ']),
@@ -171,8 +171,7 @@ BASE = {'driver': {'enabled': False}, 'toolkit': {'enabled': False}, 'cdi': {'en
     ({'driver': {'enabled': False, 'version': '580'}}, []),
     ({'driver': {'enabled': True}}, ['k8s_gpu_operator_values.driver.enabled = true is not accepted: this project '
                                      'installs the NVIDIA driver on the hosts (nvidia_driver)']),
-    ({'toolkit': {'enabled': 'true'}}, ['k8s_gpu_operator_values.toolkit.enabled = "true" is not accepted',
-                                         ]),
+    ({'toolkit': {'enabled': 'true'}}, ['k8s_gpu_operator_values.toolkit.enabled = "true" is not accepted']),
     ({'driver': {'enabled': 'yes'}, 'cdi': {'enabled': True}},
      ['driver.enabled = "yes"', 'k8s_gpu_operator_values.cdi.enabled = true is not accepted: this project installs the '
                                 'CDI specification']),

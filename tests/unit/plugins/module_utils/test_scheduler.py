@@ -554,8 +554,8 @@ def test_kubernetes_argv_and_names():
     two = {'kind': 'NodeList', 'items': [_k8s(name='gpu1'), _k8s([OURS_TAINT], OURS)]}
     assert sc.Kubernetes.parse_state(two, 'gpu2').hold.source == 'health'
     assert sc.Kubernetes.parse_state(json.dumps(two), 'gpu1').held is False
-    for bad, message in ((two, 'printed 2 nodes'), ('[]', 'printed no node'), ('{"kind": "List", "items": []}',
-                                                                                'printed no node')):
+    for bad, message in ((two, 'printed 2 nodes'), ('[]', 'printed no node'),
+                         ('{"kind": "List", "items": []}', 'printed no node')):
         with pytest.raises(ValueError, match=message):
             sc.Kubernetes.parse_state(bad)
     with pytest.raises(ValueError, match="no node named 'gpu9'"):
