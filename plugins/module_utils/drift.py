@@ -87,6 +87,10 @@ DEFAULT_BASELINE_VARS = {
     'kubeadm': 'k8s_node_version',
     'kubectl': 'k8s_node_version',
 }
+# Components pinned only where the inventory sets their variable, never by a role's default: a site that runs
+# another scheduler may have kubectl (or kubelet) on a node for its own use, which is not drift from a release it
+# never chose.
+BASELINE_INVENTORY_ONLY = ('kubelet', 'kubeadm', 'kubectl')
 # Components whose pin only applies where the component is installed (the fabric manager is
 # needed on NVSwitch systems only; PCIe servers have none and are not missing anything).
 DEFAULT_BASELINE_IF_PRESENT = ('nvidia_fabricmanager',)
