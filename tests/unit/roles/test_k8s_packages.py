@@ -7,7 +7,7 @@ chroot, nothing of this machine's packages touched).
 The files are the role's own: the apt source and the preferences pin rendered from its templates (the source
 with ``trusted=yes`` in place of ``signed-by``: the doubles' repository is not signed), the install specs from
 its filter (k8s_package_specs), the hold as the role sets it (dpkg --set-selections, what
-ansible.builtin.dpkg_selections runs). What is shown:
+gpucluster.core.package_hold runs on apt). What is shown:
 
 - the pin makes the pinned release apt's candidate though the repository has a newer one, and an older one;
 - installed and held, nothing moves them: ``apt-get upgrade`` keeps them back;
