@@ -259,7 +259,6 @@ def decide_verdict(status, state, source, text=None):
     return Decision('none', None, 'health status unknown; node left as it is')
 
 
-
 def settled(decision, state):
     """Whether ``decision``'s aim holds in ``state`` although its command failed, and why (bool, str).
 
@@ -277,6 +276,7 @@ def settled(decision, state):
             return True, 'held with this reason already (drained by another run between the read and the drain)'
         return False, 'not held with this reason: %s' % (state.reason or 'not held')
     return True, 'nothing to do'
+
 
 # --- Slurm ------------------------------------------------------------------------------------------
 

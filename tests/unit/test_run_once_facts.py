@@ -37,14 +37,14 @@ TRUE = (True, 'true', 'yes', 'True')
 
 def _action(task):
     for key in task:
-        short = str(key).split('.')[-1]
+        short = str(key).rsplit('.', maxsplit=1)[-1]
         if short in SETS_FACTS or short in INCLUDES or short in ROLE_INCLUDES:
             return short, task[key]
     return None, None
 
 
 def _role_dir(name):
-    return os.path.join(REPO, 'roles', str(name).split('.')[-1])
+    return os.path.join(REPO, 'roles', str(name).rsplit('.', maxsplit=1)[-1])
 
 
 @functools.lru_cache(maxsize=None)
