@@ -17,6 +17,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+from ansible_collections.gpucluster.core.plugins.module_utils.nested import deep_merge, get_path
 from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
 
 try:
@@ -156,16 +157,6 @@ def toml_dumps(doc):
     return '\n'.join(lines) + '\n'
 
 
-def _deep_merge(base, over):
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _assignment_end(lines, start):
     """Index of the last line of the value assigned on lines[start] (arrays may span lines)."""
     depth = 0
@@ -222,14 +213,6 @@ def containerd_config_imports(text, import_path, version=2, what='/etc/container
     return result
 
 
-def _get(doc, path):
-    for key in path:
-        if not isinstance(doc, dict) or key not in doc:
-            return None
-        doc = doc[key]
-    return doc
-
-
 _IMAGES_PLUGIN = 'io.containerd.cri.v1.images'
 # Every name the CRI plugin goes by in disabled_plugins (containerd 1.x short and long IDs, 2.x's parts).
 _CRI_NAMES = ('cri', 'io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images')
@@ -264,19 +247,19 @@ def containerd_dropin(main_text, imported_paths, contents, default_config, conta
         if path not in contents:
             raise AnsibleFilterError('containerd_dropin: no content given for imported file %s' % path)
         doc = _loads(contents[path], path)
-        if major < 2 and ours is not None and _get(doc, ['plugins', plugin]) is not None:
+        if major < 2 and ours is not None and get_path(doc, ['plugins', plugin]) is not None:
             raise AnsibleFilterError(
                 '%s is imported after %s and sets plugins."%s": containerd %s would drop gpucluster\'s CRI '
                 'settings (imports replace whole plugin sections). Rename it to sort before %s or move '
                 'its settings into config.toml.' % (path, dropin_path, plugin, major, dropin_path))
-        merged = _deep_merge(merged, doc)
+        merged = deep_merge(merged, doc)
     defaults = _loads(default_config, 'containerd config default')
     # containerd 2.x reads a version 2 file too (Debian's packages of 2.x ship one): its defaults keep the
     # runtimes under the version 3 plugin name, so both names are looked at.
-    default_containerd = (_get(defaults, ['plugins', plugin, 'containerd', 'runtimes']) is not None
-                          and _get(defaults, ['plugins', plugin, 'containerd'])
-                          or _get(defaults, ['plugins', _CRI_PLUGIN[5 - version], 'containerd']) or {})
-    user_plugin = _get(merged, ['plugins', plugin]) or {}
+    default_containerd = (get_path(defaults, ['plugins', plugin, 'containerd', 'runtimes']) is not None
+                          and get_path(defaults, ['plugins', plugin, 'containerd'])
+                          or get_path(defaults, ['plugins', _CRI_PLUGIN[5 - version], 'containerd']) or {})
+    user_plugin = get_path(merged, ['plugins', plugin]) or {}
     user_containerd = user_plugin.get('containerd', {})
     runtimes = copy.deepcopy(user_containerd.get('runtimes') or default_containerd.get('runtimes') or {})
     default_name = (user_containerd.get('default_runtime_name') or default_containerd.get('default_runtime_name')
@@ -289,8 +272,8 @@ def containerd_dropin(main_text, imported_paths, contents, default_config, conta
         base_name = default_name if default_name != runtime_name else 'runc'
         base = copy.deepcopy(runtimes.get(base_name, {}))
         # The NVIDIA runtime wraps runc: same settings (SystemdCgroup ...) as the default runtime.
-        entry = _deep_merge(base, runtimes.get(runtime_name, {}))
-        entry = _deep_merge(entry, {'runtime_type': 'io.containerd.runc.v2', 'options': {'BinaryName': binary_path}})
+        entry = deep_merge(base, runtimes.get(runtime_name, {}))
+        entry = deep_merge(entry, {'runtime_type': 'io.containerd.runc.v2', 'options': {'BinaryName': binary_path}})
         if systemd_cgroup is not None:
             entry['options']['SystemdCgroup'] = bool(systemd_cgroup)
         runtimes[runtime_name] = entry
@@ -307,7 +290,7 @@ def containerd_dropin(main_text, imported_paths, contents, default_config, conta
         section.setdefault('containerd', {})['default_runtime_name'] = runtime_name
     image_section = section if version == 2 else images
     if registry_config_path:
-        user_registry = (user_plugin if version == 2 else (_get(merged, ['plugins', _IMAGES_PLUGIN]) or {})).get('registry')
+        user_registry = (user_plugin if version == 2 else (get_path(merged, ['plugins', _IMAGES_PLUGIN]) or {})).get('registry')
         if isinstance(user_registry, dict) and user_registry.get('mirrors'):
             raise AnsibleFilterError(
                 "containerd's configuration sets the CRI plugin's registry.mirrors, which containerd refuses together "
@@ -323,7 +306,7 @@ def containerd_dropin(main_text, imported_paths, contents, default_config, conta
     if cni_bin_dir:
         # Version 2 knows bin_dir only (containerd 2.x turns it into bin_dirs); version 3 of containerd 2.1 and
         # newer reads bin_dirs.
-        default_cni = _get(defaults, ['plugins', _CRI_PLUGIN[3], 'cni']) or {}
+        default_cni = get_path(defaults, ['plugins', _CRI_PLUGIN[3], 'cni']) or {}
         cni = section.setdefault('cni', {})
         if version == 3 and 'bin_dirs' in default_cni:
             cni['bin_dirs'] = [cni_bin_dir]
@@ -413,10 +396,10 @@ def containerd_cri_errors(dump_text, runtime_name='', default_runtime='', system
     disabled = [p for p in (doc.get('disabled_plugins') or []) if p in _CRI_NAMES]
     if disabled:
         problems.append('the CRI plugin is disabled (disabled_plugins: %s)' % ', '.join(disabled))
-    cri = _get(doc, ['plugins', _CRI_PLUGIN[3]]) or _get(doc, ['plugins', _CRI_PLUGIN[2]]) or {}
-    images = _get(doc, ['plugins', _IMAGES_PLUGIN]) or cri
-    runtimes = _get(cri, ['containerd', 'runtimes']) or {}
-    default_name = _get(cri, ['containerd', 'default_runtime_name']) or 'runc'
+    cri = get_path(doc, ['plugins', _CRI_PLUGIN[3]]) or get_path(doc, ['plugins', _CRI_PLUGIN[2]]) or {}
+    images = get_path(doc, ['plugins', _IMAGES_PLUGIN]) or cri
+    runtimes = get_path(cri, ['containerd', 'runtimes']) or {}
+    default_name = get_path(cri, ['containerd', 'default_runtime_name']) or 'runc'
     if default_runtime and default_name != default_runtime:
         problems.append('the default runtime is %s, not %s' % (quote(default_name), default_runtime))
     if runtime_name and runtime_name not in runtimes:
@@ -424,15 +407,15 @@ def containerd_cri_errors(dump_text, runtime_name='', default_runtime='', system
     if systemd_cgroup is not None:
         for name, entry in sorted(runtimes.items()):
             if isinstance(entry, dict) and entry.get('runtime_type') == 'io.containerd.runc.v2' \
-                    and _get(entry, ['options', 'SystemdCgroup']) is not bool(systemd_cgroup):
-                found = _get(entry, ['options', 'SystemdCgroup'])
+                    and get_path(entry, ['options', 'SystemdCgroup']) is not bool(systemd_cgroup):
+                found = get_path(entry, ['options', 'SystemdCgroup'])
                 problems.append('runtime %s has SystemdCgroup = %s, not %s' % (
                     name, str(found).lower() if isinstance(found, bool) else quote(found), str(bool(systemd_cgroup)).lower()))
-    if registry_config_path and _get(images, ['registry', 'config_path']) != registry_config_path:
-        problems.append('registry.config_path is %s, not %s' % (quote(_get(images, ['registry', 'config_path'])),
+    if registry_config_path and get_path(images, ['registry', 'config_path']) != registry_config_path:
+        problems.append('registry.config_path is %s, not %s' % (quote(get_path(images, ['registry', 'config_path'])),
                                                                 registry_config_path))
     if sandbox_image:
-        found = _get(images, ['pinned_images', 'sandbox']) or cri.get('sandbox_image')
+        found = get_path(images, ['pinned_images', 'sandbox']) or cri.get('sandbox_image')
         if found != sandbox_image:
             problems.append('the sandbox (pause) image is %s, not %s' % (quote(found), sandbox_image))
     if cni_bin_dir:
@@ -454,7 +437,7 @@ def containerd_runtimes(dump_text, version_output=None):
     """Runtime names declared for the CRI plugin in a `containerd config dump`."""
     doc = _loads(dump_text, 'containerd config dump')
     for plugin in (_CRI_PLUGIN[3], _CRI_PLUGIN[2]):
-        runtimes = _get(doc, ['plugins', plugin, 'containerd', 'runtimes'])
+        runtimes = get_path(doc, ['plugins', plugin, 'containerd', 'runtimes'])
         if runtimes is not None:
             return sorted(runtimes)
     return []

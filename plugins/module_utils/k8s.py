@@ -25,9 +25,10 @@ What is decided here (one place each):
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import copy
 import ipaddress
 import re
+
+from ansible_collections.gpucluster.core.plugins.module_utils.nested import deep_merge, get_path
 
 # kubeadm's v1beta4 configuration (written by k8s_control_plane) is read by kubeadm 1.31 and newer.
 MIN_MINOR = (1, 31)
@@ -276,24 +277,6 @@ def device_plugin_config(mig_strategy='none', replicas=0, rename_by_default=Fals
     return config
 
 
-def _get(values, path):
-    for key in path:
-        if not isinstance(values, dict) or key not in values:
-            return None
-        values = values[key]
-    return values
-
-
-def _deep_merge(base, over):
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _truthy(value):
     if isinstance(value, str):
         return value.strip().lower() in ('true', 'yes', 'on', '1')
@@ -309,12 +292,12 @@ def operator_values(base, overrides, var='k8s_gpu_operator_values'):
     """
     if not isinstance(overrides, dict):
         return base, ['%s = %s is not accepted: it is not a mapping of Helm values' % (var, _show(overrides))]
-    values = _deep_merge(base, overrides)
+    values = deep_merge(base, overrides)
     errors = []
     for path in OPERATOR_REFUSED:
-        if _get(overrides, path) is not None and _truthy(_get(overrides, path)):
+        if get_path(overrides, path) is not None and _truthy(get_path(overrides, path)):
             errors.append('%s.%s = %s is not accepted: this project installs %s on the hosts (%s); the GPU Operator '
-                          'runs with %s: false' % (var, '.'.join(path), _show(_get(overrides, path)),
+                          'runs with %s: false' % (var, '.'.join(path), _show(get_path(overrides, path)),
                                                    {'driver': 'the NVIDIA driver', 'toolkit': 'the NVIDIA Container '
                                                     'Toolkit and containerd\'s configuration', 'cdi': 'the CDI '
                                                     'specification'}[path[0]],

@@ -17,6 +17,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.core.plugins.filter import container_runtime as cr
+from ansible_collections.gpucluster.core.plugins.module_utils.nested import deep_merge
 
 BIN = '/usr/bin/nvidia-container-runtime'
 PAUSE = 'registry.k8s.io/pause:3.10.1'
@@ -60,7 +61,7 @@ def test_the_dropin_gives_kubernetes_what_it_needs(own_fixtures_dir, tmp_path, b
     doc = tomllib.loads(text)
     # What containerd would merge: config.toml, then the drop-in (containerd 1.x replaces the whole CRI section,
     # so the drop-in restates it; 2.x merges key by key).
-    merged = cr._deep_merge(tomllib.loads(main), doc)
+    merged = deep_merge(tomllib.loads(main), doc)
     assert 'cri' not in (merged.get('disabled_plugins') or [])
     if config == 'cri-disabled':
         assert merged['disabled_plugins'] == ['io.containerd.internal.v1.opt']
