@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A short distributed training loop that checkpoints the way real training code does (LAB ONLY: the lab's
 checkpoint round trip, issue 32, and the example job `make lab` prints). CPU only, gloo; started by torchrun
