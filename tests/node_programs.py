@@ -26,6 +26,7 @@ PROGRAMS = {
                '__health_check_modules'),
     'slurm_healthcheck': ('slurm', 'gpucluster_slurm_healthcheck', 'gpucluster_slurm_healthcheck.py',
                           'gpucluster-slurm-healthcheck.pyz', '__slurm_healthcheck_modules'),
+    'usage': ('slurm', 'gpucluster_usage', 'gpucluster_usage_cli.py', 'gpucluster-slurm-usage.pyz', '__slurm_usage_modules'),
 }
 
 

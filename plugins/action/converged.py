@@ -25,6 +25,8 @@ import hashlib
 import os
 import re
 
+import yaml
+
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
@@ -62,6 +64,32 @@ def code_digest(roots):
             sha.update(('%s\0%d\0' % (rel, len(data))).encode('utf-8', 'surrogateescape'))
             sha.update(data)
     return sha.hexdigest()
+
+
+def role_tags(role_path):
+    """Every tag the role's task files name (its tasks are skipped by a --skip-tags naming one of them)."""
+    tags = set(['always'])
+    for rel in tree_files(os.path.join(role_path, 'tasks')):
+        if not rel.endswith(('.yml', '.yaml')):
+            continue
+        with open(os.path.join(role_path, 'tasks', rel), 'rb') as handle:
+            try:
+                data = yaml.safe_load(handle)
+            except yaml.YAMLError:
+                continue
+        stack = [data]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, dict):
+                value = item.get('tags')
+                if isinstance(value, str):
+                    tags.add(value)
+                elif isinstance(value, list):
+                    tags.update(str(t) for t in value)
+                stack.extend(v for v in item.values() if isinstance(v, (list, dict)))
+    return tags
 
 
 def referenced_facts(role_path):
@@ -128,9 +156,12 @@ class ActionModule(ActionBase):
         if not isinstance(switch, bool):
             result.update(failed=True, msg='gpucluster_fast_path must be true or false, got %r' % (str(switch)[:40],))
             return result
+        # A run that left out any task of the role must not stand for a full one. Skipped tags the role does
+        # not use (molecule's molecule-notest, a site's own) leave it whole.
+        skipped = set(task_vars.get('ansible_skip_tags') or [])
         recordable = (not self._task.check_mode
                       and list(task_vars.get('ansible_run_tags') or ['all']) == ['all']
-                      and not list(task_vars.get('ansible_skip_tags') or []))
+                      and not (skipped and skipped & role_tags(self._task._role._role_path)))
         if not switch:
             result.update(changed=False, converged=False, recordable=recordable, fingerprint=fingerprint, outputs={},
                           reasons=['gpucluster_fast_path is false: the full path runs'])

@@ -219,7 +219,8 @@ def nvidia_driver_plan(version, source, distribution, major, module_type, headle
       packages       names to install (all at the driver version unless listed in unpinned)
       install        install specs (apt 'name=VER-*', dnf 'name-VER')
       unpinned       names installed at whatever the source ships (they have their own version)
-      hold           names to hold (apt-mark hold) or versionlock (dnf)
+      hold           names to hold (gpucluster.core.package_hold: apt-mark hold, or a dnf versionlock of the
+                     installed version, which the install specs pin)
       version_glob   the package version glob of this driver version
       carrier        the package whose installed version is the installed driver version
       obsolete_re    regular expression of installed package names that this plan replaces
@@ -293,10 +294,9 @@ def nvidia_driver_plan(version, source, distribution, major, module_type, headle
     pinned = [n for n in plan['packages'] if n not in plan['unpinned']]
     if plan['manager'] == 'dnf':
         plan['install'] = ['%s-%s' % (n, version) for n in pinned] + plan['unpinned']
-        plan['hold'] = ['%s-%s' % (n, version) for n in pinned] + plan['unpinned']
     else:
         plan['install'] = _apt_pin(pinned, version) + plan['unpinned']
-        plan['hold'] = list(plan['packages'])
+    plan['hold'] = list(plan['packages'])
     return plan
 
 
@@ -418,7 +418,10 @@ def cuda_driver_check(versions, driver_version, compatibility='full'):
 
 
 def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''):
-    """Packages of the cuda_toolkit role: install specs, names to hold and the default prefix."""
+    """Packages of the cuda_toolkit role: install specs, names to hold and the default prefix.
+
+    ``hold`` holds package names on both families: gpucluster.core.package_hold locks the installed version
+    on dnf, which the install specs pin."""
     if isinstance(versions, str) or not isinstance(versions, (list, tuple)):
         _fail('cuda_toolkit_versions: %s is not a list of version strings such as ["12.4"]' % (quote(versions),))
     infos = [cuda_version_info(v) for v in versions]
@@ -455,7 +458,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
         else:
             ver = '%s.%d' % (info['short'], info['patch'])
             install.append(('%s-%s' if dnf else '%s=%s-*') % (name, ver))
-            hold.append('%s-%s' % (name, ver) if dnf else name)
+            hold.append(name)
     major = default_info['major']
     if cudnn:
         cudnn_major = str(cudnn).split('.', 1)[0]
@@ -465,7 +468,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
             _fail("cuda_toolkit_cudnn_version '%s' (cuDNN 8) must name a build for CUDA %d, such as 8.9.7.29-1+cuda12.2" % (cudnn, major))
         names = nvidia_packages.cudnn_package_names('dnf' if dnf else 'apt', cudnn_major, major)
         install += [('%s-%s' if dnf else '%s=%s') % (n, cudnn) for n in names]
-        hold += [('%s-%s' % (n, cudnn)) if dnf else n for n in names]
+        hold += list(names)
     if nccl:
         match = re.match(r'^[0-9]+\.[0-9]+\.[0-9]+-[0-9]+\+cuda([0-9]+)\.[0-9]+\Z', str(nccl))
         if not match:
@@ -474,7 +477,7 @@ def cuda_toolkit_plan(versions, default, source, distribution, cudnn='', nccl=''
             _fail("cuda_toolkit_nccl_version '%s' is built for CUDA %s, the default toolkit is CUDA %d" % (nccl, match.group(1), major))
         names = nvidia_packages.NCCL_PACKAGES['dnf' if dnf else 'apt']
         install += [('%s-%s' if dnf else '%s=%s') % (n, nccl) for n in names]
-        hold += [('%s-%s' % (n, nccl)) if dnf else n for n in names]
+        hold += list(names)
     return {
         'install': install, 'hold': hold, 'manager': 'dnf' if dnf else 'apt',
         'prefix': '/usr/local/cuda-%s' % default_info['short'],

@@ -21,7 +21,8 @@ import os
 import re
 
 from . import gpu_smi_xml
-from .gpu_probe import find_executable, nvidia_pci_kind
+from .gpu_bounds import clip
+from .gpu_probe import find_executable, nvidia_pci_kind, read_attribute
 from .prom_text import render_samples
 from .gpu_smi_xml import normalize_pci_address
 
@@ -119,11 +120,12 @@ def fabric_findings(gpus, nvswitch_system):
         if state in NOT_APPLICABLE or (state == READY_STATE and status == READY_STATUS):
             continue
         if state != READY_STATE:
-            why = 'NVLink fabric state %s: not ready, CUDA jobs fail until Fabric Manager registers the GPU' % state
+            why = ('NVLink fabric state %s: not ready, CUDA jobs fail until Fabric Manager registers the GPU'
+                   % clip(state, 80))
         else:
-            why = 'NVLink fabric registration finished with status %s' % status
+            why = 'NVLink fabric registration finished with status %s' % clip(status, 80)
         findings.append({'gpu': gpu.get('gpu'), 'severity': 'critical',
-                         'message': 'GPU %s: %s (check nvidia-fabricmanager)' % (gpu.get('gpu'), why)})
+                         'message': 'GPU %s: %s (check nvidia-fabricmanager)' % (clip(gpu.get('gpu'), 80), why)})
     return findings
 
 
@@ -148,10 +150,8 @@ def nvswitch_addresses(sysfs_root='/sys'):
     found = []
     for entry in entries:
         try:
-            with open(os.path.join(base, entry, 'vendor')) as handle:
-                vendor = handle.read().strip()
-            with open(os.path.join(base, entry, 'class')) as handle:
-                pci_class = handle.read().strip()
+            vendor = read_attribute(os.path.join(base, entry, 'vendor'))
+            pci_class = read_attribute(os.path.join(base, entry, 'class'))
         except (OSError, ValueError):
             continue
         if nvidia_pci_kind(vendor, pci_class) == 'nvswitch':
@@ -172,7 +172,7 @@ def fabric_manager_state(run, systemctl=None, timeout=SYSTEMCTL_TIMEOUT):
     try:
         rc, out, err = run([systemctl, 'is-active', FABRIC_MANAGER_SERVICE], timeout)
     except OSError as exc:
-        return None, 'cannot run %s: %s' % (systemctl, exc)
+        return None, 'cannot run %s: %s' % (clip(systemctl), clip(str(exc)))
     if rc is None:
         return None, 'systemctl is-active gave no answer within %gs' % round(timeout, 1)
     state = ' '.join(str(out or '').split()) or ' '.join(str(err or '').split())
@@ -180,7 +180,7 @@ def fabric_manager_state(run, systemctl=None, timeout=SYSTEMCTL_TIMEOUT):
         return True, state
     if state in ('inactive', 'failed', 'activating', 'deactivating', 'reloading', 'maintenance', 'refreshing'):
         return False, state
-    return None, 'systemctl is-active exited %s: %s' % (rc, state or 'no output')
+    return None, 'systemctl is-active exited %s: %s' % (rc, clip(state) or 'no output')
 
 
 def _device_index(devices):

@@ -8,6 +8,10 @@ drains in Slurm for exactly the reasons Ansible reports. Python 3.9+.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import math
+import re
+
+from .gpu_bounds import clip, quote
 from .gpu_kernel_log import format_epoch, pci_matches
 from .gpu_smi_xml import THROTTLE_NORMAL
 
@@ -21,44 +25,52 @@ STATUS_VALUES = {'ok': 0, 'warning': 1, 'critical': 2, 'unknown': 3}
 HW_SLOWDOWN_REASONS = ('hw_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown')
 
 THRESHOLD_SEVERITIES = ('info', 'warning', 'critical', 'ignore')
-# The health thresholds, defined once: name -> (type, default, choices, meaning). The gpu_facts
-# module's argument spec, the health_check role's preflight (filter health_threshold_errors) and the
-# documentation (gpu_facts' DOCUMENTATION, the role's argument_specs, docs/health-checks.md) come
-# from here or are checked against it by tests/unit/plugins/module_utils/test_gpu_thresholds.py.
+# Largest count threshold accepted (NVML's counters are 64-bit; JSON and YAML carry this exactly).
+COUNT_MAX = 2 ** 63 - 1
+# Xid codes are read from the kernel log as at most 6 digits (gpu_kernel_log).
+XID_MAX = 999999
+# The health thresholds, defined once: (name, type, default, choices, (lowest, highest) for numbers,
+# meaning). The gpu_facts module's argument spec, the health_check role's preflight (filter
+# health_threshold_errors), the health program's configuration check and the documentation (gpu_facts'
+# DOCUMENTATION, the role's argument_specs, docs/health-checks.md) come from here or are checked against
+# it by tests/unit/plugins/module_utils/test_gpu_thresholds.py.
 THRESHOLDS = (
-    ('temperature_margin_c', 'float', 5, None,
+    ('temperature_margin_c', 'float', 5, None, (0, 1000),
      'Warn when a GPU is this many degrees C (or fewer) below its slowdown temperature.'),
-    ('sram_correctable_max', 'int', 10000, None,
+    ('sram_correctable_max', 'int', 10000, None, (0, COUNT_MAX),
      'Lifetime correctable SRAM ECC errors above which a GPU gets a warning.'),
-    ('dram_correctable_max', 'int', 20000000, None,
+    ('dram_correctable_max', 'int', 20000000, None, (0, COUNT_MAX),
      'Lifetime correctable DRAM ECC errors above which a GPU gets a warning.'),
     # Pre-Ampere page retirement: SBE+DBE retired pages at which the board is due for replacement.
-    ('retired_pages_max', 'int', 60, None,
+    ('retired_pages_max', 'int', 60, None, (0, COUNT_MAX),
      'Retired pages (SBE+DBE) at which a pre-Ampere GPU is critical (replace).'),
     # Ampere+ row remapping: uncorrectable remaps beyond which the board is due for RMA.
-    ('remapped_rows_uncorrectable_max', 'int', 512, None,
+    ('remapped_rows_uncorrectable_max', 'int', 512, None, (0, COUNT_MAX),
      'Rows remapped after uncorrectable errors above which a GPU is critical.'),
-    ('pcie_width_severity', 'str', 'warning', THRESHOLD_SEVERITIES,
+    ('pcie_width_severity', 'str', 'warning', THRESHOLD_SEVERITIES, None,
      'Severity of a PCIe link narrower than its maximum.'),
     # Idle GPUs downshift their PCIe generation.
-    ('pcie_gen_load_pct', 'int', 50, None,
+    ('pcie_gen_load_pct', 'int', 50, None, (0, 100),
      'PCIe generation below maximum is judged only at or above this GPU utilisation.'),
-    ('persistence_mode_severity', 'str', 'warning', THRESHOLD_SEVERITIES,
+    ('persistence_mode_severity', 'str', 'warning', THRESHOLD_SEVERITIES, None,
      'Severity of persistence mode off.'),
-    ('hw_slowdown_severity', 'str', 'critical', THRESHOLD_SEVERITIES,
+    ('hw_slowdown_severity', 'str', 'critical', THRESHOLD_SEVERITIES, None,
      'Severity of an active HW slowdown, HW thermal slowdown or HW power brake.'),
     # For example a site that accepts Xid 94 contained errors.
-    ('xid_ignore', 'list', [], None, 'Xid codes that are never reported.'),
+    ('xid_ignore', 'list', [], None, (0, XID_MAX), 'Xid codes that are never reported.'),
 )
-DEFAULT_THRESHOLDS = dict((name, default) for name, _type, default, _choices, _doc in THRESHOLDS)
-_SEVERITY_OPTIONS = dict((name, choices) for name, _type, _default, choices, _doc in THRESHOLDS if choices)
-_NUMBER_THRESHOLDS = tuple(name for name, kind, _default, _choices, _doc in THRESHOLDS if kind in ('int', 'float'))
+DEFAULT_THRESHOLDS = dict((t[0], t[2]) for t in THRESHOLDS)
+_KINDS = dict((t[0], t[1]) for t in THRESHOLDS)
+_SEVERITY_OPTIONS = dict((t[0], t[3]) for t in THRESHOLDS if t[3])
+_LIMITS = dict((t[0], t[4]) for t in THRESHOLDS if t[4])
+_NUMBER_THRESHOLDS = tuple(t[0] for t in THRESHOLDS if t[1] in ('int', 'float'))
+_XID_TEXT = re.compile(r'^[0-9]{1,6}$')
 
 
 def threshold_argument_spec():
     """The thresholds as AnsibleModule suboptions (no defaults: unset keeps the default)."""
     spec = {}
-    for name, kind, _default, choices, _doc in THRESHOLDS:
+    for name, kind, _default, choices, _limits, _doc in THRESHOLDS:
         option = {'type': kind}
         if choices:
             option['choices'] = list(choices)
@@ -72,29 +84,86 @@ class ThresholdError(ValueError):
     pass
 
 
+def _accepted_number(name):
+    low, high = _LIMITS[name]
+    if _KINDS[name] == 'int':
+        return 'a number >= %d and <= %d, without a fraction' % (low, high)
+    return 'a number >= %s and <= %s (not NaN or infinite)' % (low, high)
+
+
+def _number(name, value):
+    """The threshold as a number of its kind, or ThresholdError naming it, its value and what is accepted.
+
+    NaN, infinities (JSON's NaN/Infinity, YAML's .nan/.inf, 1e999) and out-of-range values are refused:
+    a comparison with NaN is always false, so NaN would silently switch a rule off.
+    """
+    low, high = _LIMITS[name]
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if ok and isinstance(value, float):
+        ok = math.isfinite(value)
+        if ok and _KINDS[name] == 'int':
+            ok = value.is_integer()
+            value = int(value) if ok else value
+    if not ok or not low <= value <= high:
+        raise ThresholdError('threshold %s=%s; accepted: %s' % (name, quote(value), _accepted_number(name)))
+    return value
+
+
+def _xid_list(value):
+    """xid_ignore as a sorted list of codes. A bare string is refused (it is not split into characters)."""
+    accepted = ('a list of Xid numbers from 0 to %d, for example [79, 94] (a single code is written [79], '
+                'not "79")' % XID_MAX)
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ThresholdError('threshold xid_ignore=%s; accepted: %s' % (quote(value), accepted))
+    codes = set()
+    for item in value:
+        if isinstance(item, str) and _XID_TEXT.match(item):
+            item = int(item)
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= XID_MAX:
+            raise ThresholdError('threshold xid_ignore=%s: element %s; accepted: %s'
+                                 % (quote(value), quote(item), accepted))
+        codes.add(item)
+    return sorted(codes)
+
+
 def merge_thresholds(overrides=None):
-    """Defaults with the overrides that are set (None means 'keep the default'); validated."""
+    """Defaults with the overrides that are set (None means 'keep the default'); validated.
+
+    ThresholdError names the threshold, quotes its value (shortened) and says what is accepted.
+    """
+    if overrides is None:
+        overrides = {}
+    if not isinstance(overrides, dict):
+        raise ThresholdError('thresholds=%s; accepted: a mapping of threshold names to values' % quote(overrides))
     merged = dict(DEFAULT_THRESHOLDS)
-    for key, value in (overrides or {}).items():
-        if key not in DEFAULT_THRESHOLDS:
-            raise ThresholdError('unknown threshold %r; known: %s' % (key, ', '.join(sorted(DEFAULT_THRESHOLDS))))
+    for key, value in overrides.items():
+        if not isinstance(key, str) or key not in DEFAULT_THRESHOLDS:
+            raise ThresholdError('unknown threshold %s; known: %s' % (quote(key), ', '.join(sorted(DEFAULT_THRESHOLDS))))
         if value is not None:
             merged[key] = value
     for key, choices in _SEVERITY_OPTIONS.items():
-        if merged[key] not in choices:
-            raise ThresholdError('threshold %s=%r; accepted: %s' % (key, merged[key], ', '.join(choices)))
+        if not isinstance(merged[key], str) or merged[key] not in choices:
+            raise ThresholdError('threshold %s=%s; accepted: %s' % (key, quote(merged[key]), ', '.join(choices)))
     for key in _NUMBER_THRESHOLDS:
-        if isinstance(merged[key], bool) or not isinstance(merged[key], (int, float)) or merged[key] < 0:
-            raise ThresholdError('threshold %s=%r; accepted: a number >= 0' % (key, merged[key]))
-    try:
-        merged['xid_ignore'] = sorted(set(int(x) for x in (merged['xid_ignore'] or [])))
-    except (TypeError, ValueError):
-        raise ThresholdError('threshold xid_ignore=%r; accepted: a list of Xid numbers' % (merged['xid_ignore'],))
+        merged[key] = _number(key, merged[key])
+    merged['xid_ignore'] = _xid_list(merged['xid_ignore'])
     return merged
 
 
+# Characters of an issue message kept (every value it quotes is already shortened with clip()).
+MESSAGE_MAX = 2000
+
+# Upper bounds of the run settings (gpu_facts options, the health program's config and command line): a
+# larger value is a typo, and would overflow a timer or coreutils timeout. The Xid window goes up to 100
+# years (the corpus runs read recordings of any age).
+SETTING_LIMITS = {'expected_count': 4096, 'xid_window_minutes': 100 * 366 * 1440, 'timeout': 86400,
+                  'run_timeout': 86400}
+
+
 def make_issue(gpu, check, severity, message):
-    return {'gpu': gpu, 'check': check, 'severity': severity, 'message': message}
+    return {'gpu': gpu, 'check': check, 'severity': severity, 'message': clip(message, MESSAGE_MAX)}
 
 
 def worst_status(issues):
@@ -111,7 +180,8 @@ def _gt(value, limit):
 
 
 def _label(dev):
-    return 'GPU %s (%s)' % (dev.get('index'), dev.get('pci_address') or dev.get('pci_bus_id') or 'unknown PCI address')
+    return 'GPU %s (%s)' % (clip(dev.get('index')),
+                            clip(dev.get('pci_address') or dev.get('pci_bus_id') or 'unknown PCI address', 60))
 
 
 def check_ecc(dev, th):
@@ -140,6 +210,32 @@ def check_ecc(dev, th):
         issues.append(make_issue(gpu, 'ecc_correctable', 'warning',
                                  '%s: %s correctable DRAM ECC errors (limit %s)'
                                  % (_label(dev), ecc['aggregate_dram_correctable'], th['dram_correctable_max'])))
+    issues.extend(_check_mig_ecc(dev, ecc))
+    return issues
+
+
+def _mig_label(mig):
+    return 'MIG device %s (GPU instance %s, compute instance %s)' % (
+        clip(mig.get('index')), clip(mig.get('gpu_instance_id')), clip(mig.get('compute_instance_id')))
+
+
+def _check_mig_ecc(dev, ecc):
+    """Uncorrectable ECC errors a MIG device reports (in MIG mode the driver counts them per MIG device).
+
+    Reported where the GPU's own counter does not already report them (same check, same severity).
+    """
+    issues = []
+    gpu = dev.get('index')
+    for mig in dev.get('mig_devices') or []:
+        counts = mig.get('ecc_errors') or {}
+        if _gt(counts.get('volatile_dbe'), 0) and not _gt(ecc.get('volatile_dbe'), 0):
+            issues.append(make_issue(gpu, 'ecc_uncorrectable', 'critical',
+                                     '%s: %s: %s uncorrectable ECC error(s) since the last driver load; reset the GPU'
+                                     % (_label(dev), _mig_label(mig), counts['volatile_dbe'])))
+        if _gt(counts.get('aggregate_sram_uncorrectable'), 0) and not _gt(ecc.get('aggregate_sram_uncorrectable'), 0):
+            issues.append(make_issue(gpu, 'ecc_sram_uncorrectable', 'critical',
+                                     '%s: %s: %s uncorrectable SRAM ECC error(s) recorded over its lifetime; '
+                                     'RMA candidate' % (_label(dev), _mig_label(mig), counts['aggregate_sram_uncorrectable'])))
     return issues
 
 
@@ -256,27 +352,80 @@ def check_device(dev, thresholds=None):
     return issues
 
 
+def _listing(values):
+    """A comma-separated list of addresses or ids, shortened as a whole."""
+    return clip(', '.join(str(v) for v in values))
+
+
 def check_driver(snapshot):
     smi = snapshot.get('smi') or {}
     pci = snapshot.get('pci_addresses')
     if smi.get('failure'):
         failure = smi['failure']
         return [make_issue(None, 'driver', failure['severity'],
-                           'nvidia-smi failed (%s): %s' % (failure['reason'], failure['message']))]
+                           'nvidia-smi failed (%s): %s' % (failure['reason'], clip(failure['message'], 600)))]
     if smi.get('xml_error'):
         if pci:
             return [make_issue(None, 'driver', 'critical',
                                'nvidia-smi output unusable: %s; %d NVIDIA GPU(s) are on the PCI bus (%s)'
-                               % (smi['xml_error'], len(pci), ', '.join(pci)))]
-        return [make_issue(None, 'driver', 'unknown', 'nvidia-smi output unusable: %s' % smi['xml_error'])]
+                               % (clip(smi['xml_error'], 600), len(pci), _listing(pci)))]
+        return [make_issue(None, 'driver', 'unknown', 'nvidia-smi output unusable: %s' % clip(smi['xml_error'], 600))]
     if not smi.get('found') and pci:
         return [make_issue(None, 'driver', 'critical',
                            'nvidia-smi not found, but %d NVIDIA GPU(s) are on the PCI bus (%s)'
-                           % (len(pci), ', '.join(pci)))]
+                           % (len(pci), _listing(pci)))]
     return []
 
 
+# Fields that name one GPU: two records with the same value are one GPU listed twice.
+IDENTITY_FIELDS = (('uuid', 'UUID'), ('pci_address', 'PCI bus id'), ('minor_number', 'minor number'))
+
+
+def distinct_count(devices):
+    """GPUs among the records: a record whose UUID or PCI bus id an earlier record has is not counted."""
+    seen = set()
+    count = 0
+    for dev in devices or []:
+        keys = set((field, dev.get(field)) for field in ('uuid', 'pci_address') if dev.get(field) is not None)
+        if keys and keys & seen:
+            seen |= keys
+            continue
+        seen |= keys
+        count += 1
+    return count
+
+
+def check_identity(devices):
+    """Each GPU identity (UUID, PCI bus id, minor number) must name one record: a repeat is critical.
+
+    One GPU listed twice means the list cannot be trusted and another GPU may be missing (the count of
+    records still matches); Slurm's gres.conf would get one device file twice.
+    """
+    issues = []
+    for field, label in IDENTITY_FIELDS:
+        where = {}
+        order = []
+        for dev in devices or []:
+            value = dev.get(field)
+            if value is None:
+                continue
+            if value not in where:
+                where[value] = []
+                order.append(value)
+            where[value].append(dev.get('index'))
+        for value in order:
+            indexes = where[value]
+            if len(indexes) > 1:
+                issues.append(make_issue(None, 'gpu_identity', 'critical',
+                                         'nvidia-smi lists %s %s for %d GPU records (index %s): one GPU reported '
+                                         'more than once, so the GPU list cannot be trusted and a GPU may be missing'
+                                         % (label, clip(value, 80), len(indexes), _listing(indexes))))
+    return issues
+
+
 def check_count(count, expected_count, pci_addresses, devices, driver_answered):
+    """``count``: the distinct GPUs (distinct_count), compared with ``expected_count``; the PCI bus's
+    NVIDIA GPUs compared address by address with the records (not only their number)."""
     issues = []
     if expected_count:
         if count < expected_count:
@@ -286,13 +435,13 @@ def check_count(count, expected_count, pci_addresses, devices, driver_answered):
             issues.append(make_issue(None, 'gpu_count', 'warning',
                                      '%d GPU(s) visible to the driver, only %d expected (inventory out of date?)'
                                      % (count, expected_count)))
-    if driver_answered and pci_addresses and len(pci_addresses) > count:
+    if driver_answered and pci_addresses:
         known = set(d.get('pci_address') for d in devices)
         missing = [a for a in pci_addresses if a not in known]
-        issues.append(make_issue(None, 'gpu_pci_count', 'critical',
-                                 '%d NVIDIA GPU(s) on the PCI bus, %d visible to the driver (fell off the bus?)%s'
-                                 % (len(pci_addresses), count,
-                                    ': not seen ' + ', '.join(missing) if missing else '')))
+        if missing:
+            issues.append(make_issue(None, 'gpu_pci_count', 'critical',
+                                     '%d NVIDIA GPU(s) on the PCI bus, %d visible to the driver (fell off the bus?): '
+                                     'not seen %s' % (len(pci_addresses), count, _listing(missing))))
     return issues
 
 
@@ -305,14 +454,15 @@ def check_consistency(parsed, smi, pci_addresses):
     if not parsed or smi.get('failure') or smi.get('xml_error'):
         return []
     issues = []
-    count = len(parsed.get('devices') or [])
+    devices = parsed.get('devices') or []
+    count = len(devices)
     attached = parsed.get('attached_gpus')
     if parsed.get('error_states'):
         issues.append(make_issue(None, 'gpu_attached', 'unknown',
-                                 'nvidia-smi output in an error state: %s' % ', '.join(parsed['error_states'])))
+                                 'nvidia-smi output in an error state: %s' % _listing(parsed['error_states'])))
     if attached is not None and (isinstance(attached, bool) or not isinstance(attached, int) or attached < 0):
         issues.append(make_issue(None, 'gpu_attached', 'unknown',
-                                 'nvidia-smi reported attached_gpus=%r, not a GPU count' % (attached,)))
+                                 'nvidia-smi reported attached_gpus=%s, not a GPU count' % clip(attached)))
         attached = None
     if attached is not None and attached > count:
         issues.append(make_issue(None, 'gpu_attached', 'critical',
@@ -326,14 +476,13 @@ def check_consistency(parsed, smi, pci_addresses):
         issues.append(make_issue(None, 'gpu_count', 'unknown',
                                  'nvidia-smi answered without any GPU record (attached_gpus=%s)'
                                  % ('not reported' if attached is None else attached)))
-    if pci_addresses and len(pci_addresses) < count:
+    if pci_addresses:
         known = set(pci_addresses)
-        extra = [d.get('pci_address') or 'unknown address' for d in parsed.get('devices') or []
-                 if d.get('pci_address') not in known]
-        issues.append(make_issue(None, 'gpu_pci_count', 'unknown',
-                                 '%d NVIDIA GPU(s) on the PCI bus, but the driver reports %d%s'
-                                 % (len(pci_addresses), count,
-                                    ': not on the bus ' + ', '.join(extra) if extra else '')))
+        extra = [d.get('pci_address') or 'unknown address' for d in devices if d.get('pci_address') not in known]
+        if extra:
+            issues.append(make_issue(None, 'gpu_pci_count', 'unknown',
+                                     '%d NVIDIA GPU(s) on the PCI bus, but the driver reports %d: not on the bus %s'
+                                     % (len(pci_addresses), count, _listing(extra))))
     return issues
 
 
@@ -421,7 +570,8 @@ def build_facts(snapshot, expected_count=None, thresholds=None, window_minutes=1
     driver_answered = bool(parsed) and not smi.get('failure')
 
     issues = check_driver(snapshot)
-    issues.extend(check_count(count, expected_count, pci, devices, driver_answered or bool(parsed)))
+    issues.extend(check_identity(devices))
+    issues.extend(check_count(distinct_count(devices), expected_count, pci, devices, driver_answered or bool(parsed)))
     issues.extend(check_consistency(parsed, smi, pci))
     for dev in devices:
         issues.extend(check_device(dev, th))

@@ -6,8 +6,11 @@ Pure code, no I/O, no Ansible imports (shared with the node health program). Pyt
 Understands the line prefixes the kernel log comes with: ``dmesg`` (``[  12.345678]``),
 ``dmesg -T`` / ``--ctime`` (``[Sun Feb 23 16:24:18 2025]``), ``dmesg --time-format iso``
 (``2024-11-15T12:02:03,470068+00:00``), ``dmesg --decode`` (``kern  :warn  : ...``),
-syslog and ``journalctl -k`` (``Feb 14 05:03:41 host kernel: ...``), ``journalctl -o short-iso``
-(``2025-02-14T05:03:41+0000 host kernel: ...``), ``/dev/kmsg`` records
+syslog and ``journalctl -k`` (``Feb 14 05:03:41 host kernel: ...``, also with fractional seconds
+and without the host), ``journalctl -o short-iso`` (``2025-02-14T05:03:41+0000 host kernel: ...``),
+rsyslog's ``/var/log/kern.log`` in both its formats, traditional and RFC 3339 high precision
+(``2024-05-14T10:11:12.123456+00:00 host kernel: ...``), each with or without the kernel's own
+``[seconds.micro]`` stamp after ``kernel:``, ``/dev/kmsg`` records
 (``4,1234,206764307,-;...``) and bare messages without a time stamp, and ``journalctl -k -o json``
 (:func:`parse_journal_json`).
 
@@ -39,15 +42,21 @@ XID_APPLICATION = frozenset((13, 31, 43, 45))
 # header): the driver prints these itself, while a user's text (a crashing binary's name in a
 # segfault line, at most 15 characters of it before "[pid]:") can only ever appear later in a line.
 _ADDR = r'([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})'
-_XID = re.compile(r'^NVRM: Xid \((?:PCI:)?' + _ADDR + r'(?:\.\d)?\): (\d{1,6}),(.*)$')
-_SXID = re.compile(r'^nvidia-nvswitch\d{0,4}: SXid \((?:PCI:)?' + _ADDR + r'(?:\.\d)?\): (\d{1,6}),(.*)$')
-_GPU_AT = re.compile(r'^NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?' + _ADDR + r'(?:\.\d)?(?:[: ]|$)')
+_XID = re.compile(r'^NVRM: Xid \((?:PCI:)?' + _ADDR + r'(?:\.\d)?\): (\d{1,6}),(.*)$', re.ASCII)
+_SXID = re.compile(r'^nvidia-nvswitch\d{0,4}: SXid \((?:PCI:)?' + _ADDR + r'(?:\.\d)?\): (\d{1,6}),(.*)$', re.ASCII)
+_GPU_AT = re.compile(r'^NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?' + _ADDR + r'(?:\.\d)?(?:[: ]|$)', re.ASCII)
 _FALLEN = re.compile(r'fallen off the bus')
-_RMINIT = re.compile(r'^NVRM: GPU ' + _ADDR + r'(?:\.\d)?: RmInitAdapter failed')
+_RMINIT = re.compile(r'^NVRM: GPU ' + _ADDR + r'(?:\.\d)?: RmInitAdapter failed', re.ASCII)
 # Every event's message starts with one of these: a line without one is not looked at further
 # (most kernel-log lines are not about NVIDIA GPUs).
-_OPENER = re.compile(r'NVRM: (?:Xid \(|GPU |The NVIDIA GPU )|nvidia-nvswitch\d{0,4}: SXid \(')
-_HOST_KERNEL = re.compile(r'^\S+ kernel: ?(.*)$')
+_OPENER = re.compile(r'NVRM: (?:Xid \(|GPU |The NVIDIA GPU )|nvidia-nvswitch\d{0,4}: SXid \(', re.ASCII)
+# After an RFC 3339 stamp (rsyslog's RSYSLOG_FileFormat, the default of Ubuntu 24.04 and Debian 12's
+# /var/log/kern.log, journalctl -o short-iso): "host kernel: message".
+_HOST_KERNEL = re.compile(r'^\S+ kernel: ?(.*)$', re.ASCII)
+# The kernel's own time stamp that rsyslog keeps after "kernel:" in kern.log ("kernel: [ 1234.567890] NVRM:
+# ..."): the message starts after it. The syslog header's wall-clock date is the line's time.
+_KERNEL_STAMP = re.compile(r'^\[\s*\d{1,12}\.\d{1,9}\] ?(.*)$', re.ASCII)
+_JOURNAL_STAMP = re.compile(r'^[0-9]{1,17}$')
 _CACHE_MAX = 4096
 _DAY_CACHE = {}
 _TZ_CACHE = {}
@@ -57,13 +66,17 @@ FUTURE_SKEW_S = 3600
 
 _MONTHS = dict((m, i + 1) for i, m in enumerate(
     ('Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec')))
-_P_MONO = re.compile(r'^\[\s*(\d+\.\d+)\]\s?(.*)$')
-_P_CTIME = re.compile(r'^\[(?:\w{3}) (\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]\s?(.*)$')
+_P_MONO = re.compile(r'^\[\s*(\d+\.\d+)\]\s?(.*)$', re.ASCII)
+_P_CTIME = re.compile(r'^\[(?:\w{3}) (\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]\s?(.*)$', re.ASCII)
 _P_DECODE = re.compile(r'^(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:'
-                       r'\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s(.*)$')
-_P_ISO = re.compile(r'^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[,.](\d+))?([+-]\d{2}:?\d{2}|Z)?\s(.*)$')
-_P_SYSLOG = re.compile(r'^(\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) \S+ kernel: ?(.*)$')
-_P_KMSG = re.compile(r'^\d+,\d+,(\d+),[^;]*;(.*)$')
+                       r'\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s(.*)$', re.ASCII)
+_P_ISO = re.compile(r'^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[,.](\d+))?([+-]\d{2}:?\d{2}|Z)?\s(.*)$',
+                    re.ASCII)
+# Traditional syslog ("Feb 14 05:03:41 host kernel: ...", rsyslog's RSYSLOG_TraditionalFileFormat and
+# journalctl's short format), with fractional seconds (journalctl -o short-precise) and without a host
+# name (journalctl --no-hostname).
+_P_SYSLOG = re.compile(r'^(\w{3})\s+(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})? (?:\S+ )?kernel: ?(.*)$', re.ASCII)
+_P_KMSG = re.compile(r'^\d+,\d+,(\d+),[^;]*;(.*)$', re.ASCII)
 
 
 def xid_class(code):
@@ -145,6 +158,12 @@ def split_prefix(line, now=None):
         return None, None, _message_after_stamp(line)
 
 
+def _after_kernel_tag(msg):
+    """The message after a syslog "kernel:" tag, without the kernel's own [seconds.micro] stamp."""
+    match = _KERNEL_STAMP.match(msg)
+    return match.group(1) if match else msg
+
+
 def _message_after_stamp(line):
     for pattern in (_P_CTIME, _P_ISO, _P_SYSLOG):
         match = pattern.match(line)
@@ -153,7 +172,9 @@ def _message_after_stamp(line):
             if pattern is _P_ISO:
                 host_kernel = _HOST_KERNEL.match(msg)
                 if host_kernel:
-                    msg = host_kernel.group(1)
+                    msg = _after_kernel_tag(host_kernel.group(1))
+            elif pattern is _P_SYSLOG:
+                msg = _after_kernel_tag(msg)
             return msg
     return line
 
@@ -193,7 +214,7 @@ def _split_digit(line):
         y, mo, d, hh, mm, ss, frac, tz, msg = match.groups()
         host_kernel = _HOST_KERNEL.match(msg)
         if host_kernel:
-            msg = host_kernel.group(1)
+            msg = _after_kernel_tag(host_kernel.group(1))
         try:
             epoch = _utc(int(y), int(mo), int(d), int(hh), int(mm), int(ss)) - _tz_seconds(tz)
         except (ValueError, OverflowError):
@@ -211,6 +232,7 @@ def _split_syslog(line, now):
     match = _P_SYSLOG.match(line)
     if match:
         mon, day, hh, mm, ss, msg = match.groups()
+        msg = _after_kernel_tag(msg)
         if mon not in _MONTHS:
             return None, None, msg
         # syslog carries no year: take the current one, or the previous one for a date ahead of now.
@@ -362,7 +384,7 @@ def parse_journal_json(text, sink=None):
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             skipped += 1
             continue
         if not isinstance(entry, dict):
@@ -380,8 +402,9 @@ def parse_journal_json(text, sink=None):
             continue
         epoch = None
         stamp = entry.get('__REALTIME_TIMESTAMP')
-        if isinstance(stamp, (str, int)) and str(stamp).isdigit() and len(str(stamp)) <= 17:
-            epoch = int(stamp) / 1e6
+        # ASCII digits only: str.isdigit() is also true for '²' or '٣', which int() refuses or misreads.
+        if isinstance(stamp, (str, int)) and not isinstance(stamp, bool) and _JOURNAL_STAMP.match(str(stamp)):
+            epoch = int(str(stamp)) / 1e6
         parser.feed_record(epoch, None, message)
     parser.close()
     return events, skipped

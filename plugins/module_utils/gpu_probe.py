@@ -8,13 +8,16 @@ caller (``AnsibleModule.run_command`` in the module, ``subprocess`` in the node 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import math
 import os
 import time
 
+from .gpu_bounds import clip, open_regular, read_regular
 from .gpu_kernel_log import (EventGroups, KernelLogParser, decode_text, in_window, parse_journal_json,
                              split_prefix)
 from .gpu_smi_failure import classify_failure
 from .gpu_smi_xml import GpuXmlError, normalize_pci_address, parse_nvidia_smi_xml
+from .timed_command import OUTPUT_CUT_NOTE, OUTPUT_MAX_BYTES
 
 NVIDIA_VENDOR = 0x10de
 # Which NVIDIA PCI functions are GPUs, decided once for the health program, gpu_facts and the
@@ -59,9 +62,13 @@ def find_executable(name, path=None):
     return None
 
 
-def _read(path):
-    with open(path) as handle:
-        return handle.read().strip()
+# A sysfs or /proc attribute read here is a few bytes; a larger "attribute" is not one.
+ATTRIBUTE_MAX_BYTES = 4096
+
+
+def read_attribute(path):
+    """A small regular file's text (sysfs attributes, /proc/uptime): bounded, never blocking on a FIFO."""
+    return read_regular(path, ATTRIBUTE_MAX_BYTES).decode('ascii', 'replace').strip()
 
 
 def nvidia_pci_addresses(sysfs_root='/sys'):
@@ -77,8 +84,8 @@ def nvidia_pci_addresses(sysfs_root='/sys'):
     found = []
     for entry in entries:
         try:
-            vendor = _read(os.path.join(base, entry, 'vendor'))
-            pci_class = _read(os.path.join(base, entry, 'class'))
+            vendor = read_attribute(os.path.join(base, entry, 'vendor'))
+            pci_class = read_attribute(os.path.join(base, entry, 'class'))
         except (OSError, ValueError):
             continue
         if nvidia_pci_kind(vendor, pci_class) == 'gpu':
@@ -88,9 +95,10 @@ def nvidia_pci_addresses(sysfs_root='/sys'):
 
 def read_uptime(path='/proc/uptime'):
     try:
-        return float(_read(path).split()[0])
+        value = float(read_attribute(path).split()[0])
     except (OSError, ValueError, IndexError):
         return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 # The kernel log file is read from its end: at most this many bytes (the newest lines), and only
@@ -149,7 +157,8 @@ def read_kernel_log_file(path, window_s, now=None, uptime=None, max_bytes=KERNEL
 
     parser = KernelLogParser(keep, now)
     try:
-        with open(path, 'rb') as handle:
+        # A FIFO, a device (/dev/zero) or a directory is refused at once, never read.
+        with open_regular(path) as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             offset, limited = _tail_start(handle, size, window_s, now, uptime, max_bytes)
@@ -162,11 +171,12 @@ def read_kernel_log_file(path, window_s, now=None, uptime=None, max_bytes=KERNEL
                     parser.feed(raw.decode('utf-8', 'replace'))
                 skipping = not raw.endswith(b'\n')
     except (IOError, OSError) as exc:
-        return {'source': 'file', 'events': [], 'error': 'cannot read %s: %s' % (path, exc), 'limited': None}
+        return {'source': 'file', 'events': [], 'error': 'cannot read %s: %s' % (clip(path), clip(exc.strerror or str(exc))),
+                'limited': None}
     parser.close()
     note = None
     if limited:
-        note = 'only the last %d MiB of %s were read (%d MiB)' % (max_bytes // 1048576, path, size // 1048576)
+        note = 'only the last %d MiB of %s were read (%d MiB)' % (max_bytes // 1048576, clip(path), size // 1048576)
     return {'source': 'file', 'events': groups.events(), 'error': None, 'limited': note}
 
 
@@ -225,10 +235,10 @@ def read_kernel_log(run, window_minutes, kernel_log_path=None, now=None, uptime=
                 timed_out = True
                 errors.append('journalctl -k: no answer within %ss (killed)' % timeout)
             else:
-                errors.append('journalctl -k: %s' % (decode_text(err).strip()[:300]
+                errors.append('journalctl -k: %s' % (clip(decode_text(err).strip(), 300)
                                                      or 'no kernel messages in the journal'))
         except OSError as exc:
-            errors.append('journalctl: %s' % exc)
+            errors.append('journalctl: %s' % clip(str(exc)))
     dmesg = find_executable('dmesg')
     if dmesg:
         try:
@@ -240,9 +250,9 @@ def read_kernel_log(run, window_minutes, kernel_log_path=None, now=None, uptime=
                 timed_out = True
                 errors.append('dmesg: no answer within %ss (killed)' % timeout)
             else:
-                errors.append('dmesg: %s' % (decode_text(err).strip()[:300] or 'exit %s' % rc))
+                errors.append('dmesg: %s' % (clip(decode_text(err).strip(), 300) or 'exit %s' % rc))
         except OSError as exc:
-            errors.append('dmesg: %s' % exc)
+            errors.append('dmesg: %s' % clip(str(exc)))
     else:
         errors.append('dmesg not found')
     return {'source': None, 'events': [], 'error': '; '.join(errors), 'timed_out': timed_out, 'limited': None}
@@ -261,9 +271,15 @@ def run_nvidia_smi(run, path, timeout=60):
         rc, out, err = run([path, '-q', '-x'], timeout)
     except OSError as exc:
         smi['failure'] = {'reason': 'not_executable', 'severity': 'unknown', 'rc': None,
-                          'message': 'cannot run %s: %s' % (path, exc)}
+                          'message': 'cannot run %s: %s' % (clip(path), clip(str(exc)))}
         return smi, None
     out, err = decode_text(out), decode_text(err)
+    cut = OUTPUT_CUT_NOTE % ('stdout', OUTPUT_MAX_BYTES)
+    if cut in err:
+        # A flood on stdout: what was kept is not the whole document, whatever it looks like.
+        smi['xml_error'] = ('nvidia-smi printed more than %d MiB on stdout; the output was cut and is not '
+                            'judged' % (OUTPUT_MAX_BYTES // 1048576))
+        return smi, None
     if rc is None:
         smi['failure'] = {'reason': 'timeout', 'severity': 'critical', 'rc': None,
                           'message': 'nvidia-smi hung: no answer within %ss, its process group was killed '

@@ -8,6 +8,8 @@ __metaclass__ = type
 
 import re
 
+from .gpu_bounds import clip
+
 # nvidia-smi's documented return codes.
 EXIT_CODES = {
     2: 'invalid argument or flag',
@@ -74,10 +76,10 @@ def classify_failure(rc, stdout, stderr=''):
     for reason, pattern, severity in _PATTERNS:
         line = _relevant_line(text, pattern)
         if line:
-            message = line
+            message = clip(line)
             extra = [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != line]
             if extra:
-                message = '%s (%s)' % (line, '; '.join(extra[:3]))
+                message = '%s (%s)' % (message, '; '.join(clip(ln, 120) for ln in extra[:3]))
             return {'reason': reason, 'severity': severity, 'rc': rc, 'message': message}
     if rc == 0:
         return None
@@ -85,5 +87,5 @@ def classify_failure(rc, stdout, stderr=''):
     first = text.strip().splitlines()[0].strip() if text.strip() else ''
     message = 'nvidia-smi exited with %s (%s)' % (rc, EXIT_CODES.get(rc, 'undocumented exit code'))
     if first:
-        message = '%s: %s' % (message, first)
+        message = '%s: %s' % (message, clip(first))
     return {'reason': reason, 'severity': severity, 'rc': rc, 'message': message}

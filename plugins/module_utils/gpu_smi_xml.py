@@ -24,6 +24,8 @@ except ImportError:
 
 from xml.etree.ElementTree import ParseError as _ParseError
 
+from .gpu_bounds import clip
+
 
 class GpuXmlError(ValueError):
     """The text is not usable ``nvidia-smi -q -x`` output."""
@@ -171,10 +173,9 @@ def _ecc_scope(scope):
     return result
 
 
-def _ecc_errors(gpu):
-    node = gpu.find('ecc_errors')
-    volatile = _ecc_scope(node.find('volatile') if node is not None else None)
-    aggregate = _ecc_scope(node.find('aggregate') if node is not None else None)
+def _ecc_counters(volatile_node, aggregate_node):
+    volatile = _ecc_scope(volatile_node)
+    aggregate = _ecc_scope(aggregate_node)
     errors = {
         'volatile_sbe': volatile['sbe'],
         'volatile_dbe': volatile['dbe'],
@@ -185,6 +186,12 @@ def _ecc_errors(gpu):
         for key in ('sram_correctable', 'sram_uncorrectable', 'dram_correctable', 'dram_uncorrectable'):
             errors['%s_%s' % (scope_name, key)] = scope[key]
     return errors
+
+
+def _ecc_errors(gpu):
+    node = gpu.find('ecc_errors')
+    return _ecc_counters(node.find('volatile') if node is not None else None,
+                         node.find('aggregate') if node is not None else None)
 
 
 def _retired_pages(gpu):
@@ -261,34 +268,100 @@ def _nvlink(gpu):
     return {'links': links}
 
 
-# States in which the driver cannot talk to the GPU: anywhere in a GPU's record they make it critical.
+# States in which the driver cannot talk to the GPU (NVML's error strings for NVML_ERROR_GPU_IS_LOST and
+# NVML_ERROR_RESET_REQUIRED). nvidia-smi prints such a string as the whole value of a field it could not
+# read, as it prints "Unknown Error" (the recorded 535.154.05 -q output has "Addressing Mode : Unknown
+# Error"); they make the GPU critical only as the whole value of a field the driver writes.
 _ERROR_STATES = frozenset(('gpu requires reset', 'gpu is lost'))
 # Values every working GPU reports; a marker such as [N/A] or [Unknown Error] there is an error state.
 _REQUIRED = (('uuid', 'uuid'), ('product_name', 'name'), ('pci/pci_bus_id', 'pci_bus_id'),
              ('fb_memory_usage/total', 'memory_total_mib'))
 _MAX_ERROR_STATES = 8
+# Subtrees of <gpu> whose text is not the driver's: a process's name is its full command line (any user
+# sets it: exec -a, setproctitle), accounted processes likewise, and vGPU instances carry what a guest
+# reports (guest_driver_version, vm_name, guest info). No rule reads anything inside them.
+_USER_SUBTREES = frozenset(('processes', 'accounted_processes', 'vgpus', 'vgpu_instances', 'vgpu_instance'))
+
+
+def _user_controlled(tag):
+    """True for an element whose content a user, a job or a vGPU guest controls (see _USER_SUBTREES)."""
+    tag = tag if isinstance(tag, str) else ''
+    return (tag in _USER_SUBTREES or 'process' in tag or tag.startswith('vgpu') or 'guest' in tag
+            or tag.startswith('vm_'))
+
+
+def driver_fields(gpu):
+    """(tag, text) of every leaf element of a <gpu> the driver writes, in document order.
+
+    Iterative (no recursion whatever the nesting); subtrees a user controls (:func:`_user_controlled`)
+    are never entered.
+    """
+    stack = [iter(list(gpu))]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        if _user_controlled(node.tag):
+            continue
+        children = list(node)
+        if children:
+            stack.append(iter(children))
+        else:
+            yield node.tag, node.text
 
 
 def _error_states(gpu):
-    """``['uuid=[GPU is lost]', ...]``: fields in an error state, at most _MAX_ERROR_STATES."""
+    """``['uuid=[GPU is lost]', ...]``: fields in an error state, at most _MAX_ERROR_STATES.
+
+    A marker counts only as the whole value of a field the driver writes (driver_fields): text inside a
+    process's name or a vGPU guest's report never does.
+    """
     found = []
     for path, label in _REQUIRED:
         node = gpu.find(path)
         if node is not None and _clean(node.text) is None:
-            found.append('%s=%s' % (label, (node.text or '').strip()[:60] or 'empty'))
+            found.append('%s=%s' % (label, clip((node.text or '').strip(), 60) or 'empty'))
     seen = set()
-    for node in gpu.iter():
-        text = (node.text or '').strip()
+    for tag, raw in driver_fields(gpu):
+        text = (raw or '').strip()
         bare = text.strip('[]').strip().lower()
         if bare in _ERROR_STATES and bare not in seen:
             seen.add(bare)
-            entry = '%s=%s' % (node.tag, text[:60])
-            if not any(f.endswith('=' + text[:60]) for f in found):
+            quoted = clip(text, 60)
+            entry = '%s=%s' % (clip(str(tag), 60), quoted)
+            if not any(f.endswith('=' + quoted) for f in found):
                 found.append(entry)
+        if len(found) >= _MAX_ERROR_STATES:
+            break
     if not any(gpu.find(path) is not None and _clean(gpu.find(path).text) is not None
                for path in ('uuid', 'product_name', 'pci/pci_bus_id')) and not gpu.get('id'):
         found.append('identity=not reported (no uuid, product name or PCI bus id)')
     return found[:_MAX_ERROR_STATES]
+
+
+def _mig_devices(gpu):
+    """MIG devices of a GPU in MIG mode with their own ECC counters (``<mig_devices><mig_device>``).
+
+    Each: ``index``, ``gpu_instance_id``, ``compute_instance_id``, ``memory_total_mib`` and
+    ``ecc_errors`` (same keys as the GPU's; drivers report the volatile SRAM uncorrectable count here).
+    An empty list without MIG devices (``<mig_devices>None</mig_devices>``).
+    """
+    node = gpu.find('mig_devices')
+    if node is None:
+        return []
+    devices = []
+    for mig in node.findall('mig_device'):
+        counts = mig.find('ecc_error_count')
+        devices.append({
+            'index': to_number(_find_text(mig, 'index')),
+            'gpu_instance_id': to_number(_find_text(mig, 'gpu_instance_id')),
+            'compute_instance_id': to_number(_find_text(mig, 'compute_instance_id')),
+            'memory_total_mib': to_number(_find_text(mig, 'fb_memory_usage/total')),
+            'ecc_errors': _ecc_counters(counts.find('volatile_count') if counts is not None else None,
+                                        counts.find('aggregate_count') if counts is not None else None),
+        })
+    return devices
 
 
 def _cpu_affinity(gpu):
@@ -329,6 +402,7 @@ def parse_gpu(gpu, position):
         'pcie': _pcie(gpu),
         'clocks_event_reasons_active': _clock_event_reasons(gpu),
         'nvlink': _nvlink(gpu),
+        'mig_devices': _mig_devices(gpu),
         'error_states': _error_states(gpu),
     }
     affinity = _cpu_affinity(gpu)
@@ -375,11 +449,11 @@ def _root(text):
     except RecursionError:
         raise GpuXmlError('nvidia-smi XML was refused by the parser: nested too deeply')
     except _ParseError as exc:
-        raise GpuXmlError('nvidia-smi XML is not well-formed (garbled or truncated output): %s' % exc)
+        raise GpuXmlError('nvidia-smi XML is not well-formed (garbled or truncated output): %s' % clip(str(exc)))
     except Exception as exc:  # defusedxml refuses entity tricks with its own exception types
-        raise GpuXmlError('nvidia-smi XML was refused by the parser: %s: %s' % (type(exc).__name__, exc))
+        raise GpuXmlError('nvidia-smi XML was refused by the parser: %s: %s' % (type(exc).__name__, clip(str(exc))))
     if root.tag != 'nvidia_smi_log':
-        raise GpuXmlError('unexpected XML root element <%s>, expected <nvidia_smi_log>' % root.tag)
+        raise GpuXmlError('unexpected XML root element <%s>, expected <nvidia_smi_log>' % clip(str(root.tag)))
     return root
 
 
@@ -406,7 +480,7 @@ def parse_nvidia_smi_xml(text):
     attached = to_number(attached_text)
     errors = []
     if root.find('attached_gpus') is not None and (attached is None or isinstance(attached, float)):
-        errors.append('attached_gpus=%s' % ((attached_text or '').strip()[:60] or 'empty'))
+        errors.append('attached_gpus=%s' % (clip((attached_text or '').strip(), 60) or 'empty'))
         attached = None
     return {
         'error_states': errors,

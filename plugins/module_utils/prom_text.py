@@ -9,10 +9,32 @@ Pure code, standard library only.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import functools
+import hashlib
+
+# Characters of a label value written; a longer value (a hostile or broken field) is cut and ends with a
+# digest of the whole value, so two different values never become the same series.
+LABEL_MAX = 256
+
+
+def bound_label_value(value):
+    """``str(value)``, at most LABEL_MAX characters (a cut value ends with '...' and 12 hex digits of its SHA-256)."""
+    text = str(value)
+    if len(text) <= LABEL_MAX:
+        return text
+    return _cut_label(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _cut_label(text):
+    # Cached: one long value (a GPU's UUID) is a label of every metric of that GPU.
+    digest = hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]
+    return '%s...%s' % (text[:LABEL_MAX - 15], digest)
+
 
 def escape_label_value(value):
-    """A label value with backslash, newline and double quote escaped."""
-    return str(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
+    """A label value (bounded, see bound_label_value) with backslash, newline and double quote escaped."""
+    return bound_label_value(value).replace('\\', '\\\\').replace('\n', '\\n').replace('"', '\\"')
 
 
 def format_labels(labels):

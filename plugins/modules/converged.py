@@ -42,7 +42,7 @@ options:
     required: true
   instance:
     description:
-      - Tells apart two uses of the same role on one node (shared_storage as NFS server and as client): the
+      - Tells apart two uses of the same role on one node (shared_storage as NFS server and as client); the
         record is C(<role>.<instance>.json).
     type: str
     default: ''
@@ -75,14 +75,14 @@ options:
         mode, owner and group, or a link's target), C(packages) (installed version and hold), C(services) (unit
         enabled and active; a pattern with C(*) stands for every file it matches), C(globs) (the set of matching
         paths, for device nodes) and C(probes) (a list of
-        C(name) and C(argv): the command's exit status and output, for runtime state no file shows).
+        C(name) and C(argv); the command's exit status and output, for runtime state no file shows).
     type: dict
   outputs:
     description:
       - With O(state=record), values the role reports to the play (its reboot request), kept in the record and
         returned as RV(outputs) by a check that finds the node converged, so that a skipped role still reports
         them. The action plugin sets it from C(manages.outputs), a list of variable names whose values it takes
-        from the play; those variables are never part of the fingerprint. Stored on the node in the clear:
+        from the play; those variables are never part of the fingerprint. Stored on the node in the clear, so
         never a secret.
     type: dict
   record_dir:
@@ -96,8 +96,9 @@ options:
 seealso:
   - module: gpucluster.core.file_set
 notes:
-  - The record is written only by a run without C(--tags) or C(--skip-tags) (the action plugin says so in
-    RV(recordable)): a run that applied part of a role must not stand for a full one.
+  - The record is written only by a run without C(--tags) and without a C(--skip-tags) naming a tag of the
+    role (the action plugin says so in RV(recordable)), since a run that applied part of a role must not stand for a
+    full one.
 '''
 
 EXAMPLES = r'''
@@ -136,7 +137,7 @@ fingerprint:
   type: dict
 recordable:
   description: Whether this run may record the state once the full path has finished (not in check mode, no
-    C(--tags) or C(--skip-tags), and the fingerprint could be computed).
+    C(--tags), no C(--skip-tags) naming a tag of the role, and the fingerprint could be computed).
   returned: with O(state=check)
   type: bool
 outputs:

@@ -47,11 +47,15 @@ options:
     type: path
   expected_count:
     description:
-      - Number of GPUs this host must have. Fewer is critical, more is a warning. Unset or 0 skips the check.
+      - Number of GPUs this host must have (at most 4096). Fewer distinct GPUs is critical, more is a warning.
+        Unset or 0 skips the check.
     type: int
   thresholds:
     description:
       - Overrides of the health thresholds; unset keys keep their defaults (see docs/health-checks.md).
+      - Every number must be finite and within its range (counts 0 to 2**63-1, C(temperature_margin_c) 0 to 1000,
+        C(pcie_gen_load_pct) 0 to 100); NaN, infinities (also C(1e999)) and values out of range fail the module
+        with a message naming the threshold.
     type: dict
     default: {}
     suboptions:
@@ -86,11 +90,12 @@ options:
         type: str
         choices: [info, warning, critical, ignore]
       xid_ignore:
-        description: Xid codes that are never reported.
+        description: Xid codes that are never reported. Each from 0 to 999999; a string is read by Ansible as a
+          comma-separated list (C("79") is C([79]), never C([7, 9])).
         type: list
         elements: int
   xid_window_minutes:
-    description: Kernel log window for Xid/SXid events, in minutes.
+    description: Kernel log window for Xid/SXid events, in minutes (1 to 52704000, 100 years).
     type: int
     default: 120
   kernel_log_path:
@@ -98,8 +103,11 @@ options:
       - Read the kernel log from this file instead of C(journalctl -k)/C(dmesg) (tests, the lab, a
         collected log). Only lines dated within the window count; undated lines and lines whose date
         cannot be read never count as recent. The file is read from its end, at most its last 16 MiB.
-      - The file must hold kernel messages only (such as C(/var/log/kern.log)); a file into which
-        other programs write (C(/var/log/syslog)) lets them write lines that look like the kernel's.
+      - The file must hold kernel messages only (such as C(/var/log/kern.log), in rsyslog's traditional or
+        RFC 3339 format, with or without the kernel's own time stamp); a file into which other programs write
+        (C(/var/log/syslog)) lets them write lines that look like the kernel's.
+      - It must be a regular file; a FIFO, a device or a directory is not read (the Xid check is reported as
+        skipped), so it never blocks the module.
     type: path
   sysfs_root:
     description: Root of sysfs, for the PCI device count. A test seam; keep the default on real hosts.
@@ -107,8 +115,11 @@ options:
     default: /sys
   timeout:
     description:
-      - Seconds nvidia-smi may take before it counts as not answering (critical); the command and
+      - Seconds nvidia-smi may take before it counts as not answering (critical), 1 to 86400; the command and
         everything it started are then killed (coreutils C(timeout), TERM then KILL 5 seconds later).
+      - The command's own exit is what counts; a process it left behind holding its output open is killed
+        2 seconds after it exited and never makes it count as hung. Output beyond 16 MiB is not kept (nvidia-smi
+        output cut there is not judged).
     type: int
     default: 60
   fail_on:
@@ -187,7 +198,7 @@ ansible_facts:
           type: int
           sample: 2
         count:
-          description: GPUs the driver reported (device records).
+          description: GPUs the driver reported (device records; a GPU listed twice is a critical C(gpu_identity) finding).
           type: int
           sample: 2
         expected_count:
@@ -212,9 +223,11 @@ ansible_facts:
               (C(volatile_sbe), C(volatile_dbe), C(aggregate_sbe), C(aggregate_dbe) and the SRAM/DRAM split),
               C(retired_pages) (C(sbe), C(dbe), C(pending)), C(remapped_rows) (C(correctable), C(uncorrectable),
               C(pending), C(failure)), C(pcie) (C(gen_current), C(gen_max), C(width_current), C(width_max)),
-              C(clocks_event_reasons_active), C(nvlink), C(error_states) (fields in an error state such as
-              C(uuid=[GPU is lost]) or C(memory_total_mib=[N/A]); any entry makes the GPU critical), and
-              C(cpu_affinity)/C(numa_node) where reported.
+              C(clocks_event_reasons_active), C(nvlink), C(mig_devices) (MIG devices with C(index),
+              C(gpu_instance_id), C(compute_instance_id), C(memory_total_mib) and their own C(ecc_errors)),
+              C(error_states) (fields the driver writes that are in an error state, such as
+              C(uuid=[GPU is lost]) or C(memory_total_mib=[N/A]); any entry makes the GPU critical; process names
+              and vGPU guest reports are never read), and C(cpu_affinity)/C(numa_node) where reported.
           type: list
           elements: dict
         xid_window_minutes:
@@ -252,7 +265,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_health import (
-    ThresholdError, build_facts, merge_thresholds, threshold_argument_spec)
+    SETTING_LIMITS, ThresholdError, build_facts, merge_thresholds, threshold_argument_spec)
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import collect
 from ansible_collections.gpucluster.core.plugins.module_utils.timed_command import run_timed
 
@@ -284,12 +297,12 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params['expected_count'] is not None and params['expected_count'] < 0:
-        module.fail_json(msg='expected_count must be >= 0, got %s' % params['expected_count'])
-    if params['xid_window_minutes'] < 1:
-        module.fail_json(msg='xid_window_minutes must be >= 1, got %s' % params['xid_window_minutes'])
-    if params['timeout'] < 1:
-        module.fail_json(msg='timeout must be >= 1, got %s' % params['timeout'])
+    if params['expected_count'] is not None and not 0 <= params['expected_count'] <= SETTING_LIMITS['expected_count']:
+        module.fail_json(msg='expected_count must be >= 0 and <= %d, got %s'
+                         % (SETTING_LIMITS['expected_count'], params['expected_count']))
+    for name in ('xid_window_minutes', 'timeout'):
+        if not 1 <= params[name] <= SETTING_LIMITS[name]:
+            module.fail_json(msg='%s must be >= 1 and <= %d, got %s' % (name, SETTING_LIMITS[name], params[name]))
     try:
         thresholds = merge_thresholds(params['thresholds'])
     except ThresholdError as exc:

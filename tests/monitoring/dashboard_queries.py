@@ -9,8 +9,9 @@ Used three ways:
     Prometheus (the molecule verify step copies this file to the lab's monitoring node and points
     it at the dashboards as installed there) and fails unless each one returns data.
 
-A target may carry ``"gpuclusterMayBeEmpty": "<reason>"``: the query must still run, but an
-empty answer is accepted (hardware the lab lacks, or a series that only exists during a fault).
+A target or a query variable may carry ``"gpuclusterMayBeEmpty": "<reason>"``: the query must still
+run, but an empty answer is accepted (hardware the lab lacks, a series that only exists during a
+fault, or while a job holds a GPU).
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -105,7 +106,7 @@ def extract(dashboards):
             others = dict((k, v) for k, v in values.items() if k != var['name'])
             records.append({'dashboard': name, 'uid': dashboard.get('uid'), 'panel': 'variable $' + var['name'],
                             'ref': var['name'], 'expr': raw, 'query': substitute(selector, others),
-                            'may_be_empty': None, 'kind': 'variable', 'label': label})
+                            'may_be_empty': var.get('gpuclusterMayBeEmpty'), 'kind': 'variable', 'label': label})
         for panel in iter_panels(dashboard.get('panels')):
             for target in panel.get('targets', []) or []:
                 expr = target.get('expr')
@@ -131,6 +132,8 @@ def judge(record, answer):
         return 'query failed: %s' % answer.get('error')
     result = answer.get('data', {}).get('result', [])
     if record['kind'] == 'variable':
+        if not result and record.get('may_be_empty'):
+            return None
         if not any(record['label'] in series.get('metric', {}) for series in result):
             return 'no series carries label %r' % record['label']
         return None

@@ -7,7 +7,8 @@
 #      writes passes `promtool check metrics` (the metric-name lint) for every real recording
 #      (tests/monitoring/health_corpus.py; the corpus is $GPUCLUSTER_FIXTURES or ../shared/fixtures;
 #      GPU, kernel log, nvidia-smi failure and RDMA recordings), and so do the textfiles
-#      playbooks/validate.yml writes (tests/monitoring/validate_textfiles.py).
+#      playbooks/validate.yml writes (tests/monitoring/validate_textfiles.py) and those of who uses the GPUs
+#      (the Slurm controller's metrics and the health program's job labels: tests/monitoring/usage_textfiles.py).
 # promtool comes from PATH, else from Debian's `prometheus` package unpacked (not installed)
 # into .cache/promtool via `apt-get download` (a Debian/Ubuntu controller with apt sources).
 set -euo pipefail
@@ -53,7 +54,7 @@ run_set defaults
 run_set lab -e monitoring_alert_node_down_for=5s -e monitoring_alert_default_for=30s \
   -e monitoring_alert_throttle_for=1m -e monitoring_alert_gpu_temperature_margin_celsius=10 \
   -e monitoring_alert_disk_free_percent=15 -e monitoring_alert_memory_available_percent=8 \
-  -e monitoring_alert_health_stale_seconds=600
+  -e monitoring_alert_health_stale_seconds=600 -e monitoring_alert_gpu_idle_for=30s -e monitoring_alert_imbalance_for=1m
 
 echo "== dashboard queries parse"
 "$PY" "$ROOT/tests/monitoring/dashboard_queries.py" rules > "$WORK/dashboards.rules.yml"
@@ -64,6 +65,9 @@ echo "== health program (every real recording) and validate textfiles pass promt
 "$PY" "$ROOT/tests/monitoring/validate_textfiles.py" --textfiles "$WORK/validate" > "$WORK/validate.list"
 grep -q . "$WORK/validate.list" || { echo "promtool.sh: no validate textfile to lint" >&2; exit 1; }
 cat "$WORK/validate.list" >> "$WORK/textfiles.list"
+"$PY" "$ROOT/tests/monitoring/usage_textfiles.py" --textfiles "$WORK/usage" > "$WORK/usage.list"
+grep -q . "$WORK/usage.list" || { echo "promtool.sh: no usage textfile to lint" >&2; exit 1; }
+cat "$WORK/usage.list" >> "$WORK/textfiles.list"
 linted=0
 while read -r prom; do
   # check metrics exits 0 without a word when the lint is clean; any problem is printed and fails the stage.

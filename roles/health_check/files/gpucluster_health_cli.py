@@ -19,11 +19,11 @@ __metaclass__ = type
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -31,7 +31,9 @@ import traceback
 DEFAULT_CONFIG = '/etc/gpucluster/health.json'
 TEXTFILE_NAME = 'gpucluster_health.prom'
 CONFIG_KEYS = ('nvidia_smi_path', 'expected_count', 'thresholds', 'xid_window_minutes', 'kernel_log_path',
-               'sysfs_root', 'timeout', 'run_timeout', 'rdma')
+               'sysfs_root', 'timeout', 'run_timeout', 'rdma', 'job_source', 'job_records_dir')
+# job_source: which scheduler says which job holds each GPU (gpu_jobs.SOURCES: none, slurm, swarm);
+# job_records_dir: where the Slurm Prolog writes its records (gpu_jobs.RECORDS_DIR when absent).
 # The "rdma" object: expect_present (the node belongs on the RDMA fabric: no adapter is critical),
 # expected_rate_gbps (a port below it is a warning) and ignore_ports ("mlx5_0" or "mlx5_0/1").
 # hcas: the ports the node's jobs use (NCCL_IB_HCA entries, mlx5_0 or mlx5_0:1): only those are judged,
@@ -46,9 +48,15 @@ RUN_RESERVE = 2
 # Seconds to wait for a killed process group to go (a process stuck in the driver cannot die
 # before the driver lets go of it; the program does not wait for that).
 KILL_WAIT = 1
+# The configuration is a small JSON object written by the role: a larger file is refused, not read.
+CONFIG_MAX_BYTES = 1024 * 1024
+# Nesting of the configuration checked for numbers (the role writes 3 levels).
+CONFIG_MAX_DEPTH = 32
 
 # Relative: this file only runs as gpucluster_health.cli, inside the package with the checks.
-from . import atomic_file, gpu_fabric, gpu_health, gpu_probe, gpu_prom, rdma_health, rdma_sysfs
+from . import (atomic_file, gpu_bounds, gpu_fabric, gpu_health, gpu_jobs, gpu_probe, gpu_prom, rdma_health, rdma_sysfs,
+               timed_command)
+from .gpu_bounds import clip, quote
 
 
 class ConfigError(Exception):
@@ -63,36 +71,94 @@ class RunTimeout(BaseException):
     """The run timeout passed (BaseException: no ``except Exception`` in the checks may swallow it)."""
 
 
-def load_config(path, explicit):
-    if not os.path.exists(path):
-        if explicit:
-            raise ConfigError('config file %s does not exist' % path)
-        return {}
+def _read_config_text(path, explicit):
+    """The configuration's text, or None when the default file is absent. A FIFO, a device or a
+    directory is refused without blocking; a file over CONFIG_MAX_BYTES is refused unread."""
+    where = clip(path)
     try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (IOError, OSError, ValueError) as exc:
-        raise ConfigError('cannot read config %s: %s' % (path, exc))
+        data = gpu_bounds.read_regular(path, CONFIG_MAX_BYTES)
+    except gpu_bounds.NotRegularFile as exc:
+        raise ConfigError('config %s: %s' % (where, clip(exc.strerror)))
+    except gpu_bounds.TooLarge:
+        raise ConfigError('config %s is larger than %d bytes; not read' % (where, CONFIG_MAX_BYTES))
+    except (IOError, OSError) as exc:
+        if not explicit and not os.path.lexists(path):
+            return None
+        if explicit and not os.path.lexists(path):
+            raise ConfigError('config file %s does not exist' % where)
+        raise ConfigError('cannot read config %s: %s' % (where, clip(exc.strerror or str(exc))))
+    return data.decode('utf-8', 'replace')
+
+
+def _non_finite(data):
+    """Path ('thresholds.retired_pages_max') of the first NaN/Infinity number in the parsed JSON, or None.
+
+    json.load accepts NaN, Infinity and 1e999 (read as infinity); each would switch a rule off silently.
+    Iterative and depth-bounded.
+    """
+    stack = [(data, '', 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where or '(the whole document)'
+        if isinstance(value, (dict, list)) and depth >= CONFIG_MAX_DEPTH:
+            raise ConfigError('nested more than %d levels deep' % CONFIG_MAX_DEPTH)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((item, '%s.%s' % (where, key) if where else str(key), depth + 1))
+        elif isinstance(value, list):
+            for number, item in enumerate(value):
+                stack.append((item, '%s[%d]' % (where, number), depth + 1))
+    return None
+
+
+def load_config(path, explicit):
+    text = _read_config_text(path, explicit)
+    if text is None:
+        return {}
+    where = clip(path)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ConfigError('cannot read config %s: nested too deeply' % where)
+    except ValueError as exc:
+        raise ConfigError('cannot read config %s: %s' % (where, clip(str(exc))))
     if not isinstance(data, dict):
-        raise ConfigError('config %s: expected a JSON object' % path)
+        raise ConfigError('config %s: expected a JSON object' % where)
+    try:
+        bad = _non_finite(data)
+    except ConfigError as exc:
+        raise ConfigError('config %s: %s' % (where, exc))
+    if bad is not None:
+        raise ConfigError('config %s: %s is not a finite number (NaN, Infinity and numbers beyond the float '
+                          'range such as 1e999 are refused); accepted: a finite number' % (where, clip(bad)))
     # Keys starting with "_" are comments (JSON has none; the role writes "_managed" there).
-    unknown = sorted(k for k in data if not k.startswith('_') and k not in CONFIG_KEYS)
+    unknown = sorted(clip(k, 60) for k in data if not k.startswith('_') and k not in CONFIG_KEYS)
     if unknown:
-        raise ConfigError('config %s: unknown key(s) %s; known: %s' % (path, ', '.join(unknown), ', '.join(CONFIG_KEYS)))
+        raise ConfigError('config %s: unknown key(s) %s; known: %s'
+                          % (where, clip(', '.join(unknown)), ', '.join(CONFIG_KEYS)))
     config = dict((k, v) for k, v in data.items() if not k.startswith('_'))
     for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = config.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConfigError('config %s: %s must be a whole number >= 0, got %r' % (path, key, value))
-    for key in ('nvidia_smi_path', 'kernel_log_path', 'sysfs_root'):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 0 <= value <= gpu_health.SETTING_LIMITS[key]):
+            raise ConfigError('config %s: %s must be a whole number >= 0 and <= %d, got %s'
+                              % (where, key, gpu_health.SETTING_LIMITS[key], quote(value)))
+    for key in ('nvidia_smi_path', 'kernel_log_path', 'sysfs_root', 'job_records_dir'):
         value = config.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ConfigError('config %s: %s must be a path (a string) or null, got %r' % (path, key, value))
+        if value is not None and (not isinstance(value, str) or '\x00' in value):
+            raise ConfigError('config %s: %s must be a path (a string without NUL) or null, got %s'
+                              % (where, key, quote(value)))
+    if config.get('job_records_dir') is not None and not config['job_records_dir'].startswith('/'):
+        raise ConfigError('config %s: job_records_dir must be an absolute path, got %s' % (where, quote(config['job_records_dir'])))
+    if config.get('job_source', 'none') not in gpu_jobs.SOURCES:
+        raise ConfigError('config %s: job_source must be one of %s, got %s'
+                          % (where, ', '.join(gpu_jobs.SOURCES), quote(config.get('job_source'))))
     try:
         config['thresholds'] = gpu_health.merge_thresholds(config.get('thresholds') or {})
     except gpu_health.ThresholdError as exc:
-        raise ConfigError('config %s: %s' % (path, exc))
-    config['rdma'] = _rdma_config(path, config.get('rdma'))
+        raise ConfigError('config %s: %s' % (where, exc))
+    config['rdma'] = _rdma_config(where, config.get('rdma'))
     return config
 
 
@@ -101,21 +167,24 @@ def _rdma_config(path, rdma):
     if rdma is None:
         return {}
     if not isinstance(rdma, dict):
-        raise ConfigError('config %s: rdma must be an object with the keys %s, got %r' % (path, ', '.join(RDMA_KEYS), rdma))
-    unknown = sorted(k for k in rdma if k not in RDMA_KEYS)
+        raise ConfigError('config %s: rdma must be an object with the keys %s, got %s'
+                          % (path, ', '.join(RDMA_KEYS), quote(rdma)))
+    unknown = sorted(clip(str(k), 60) for k in rdma if k not in RDMA_KEYS)
     if unknown:
-        raise ConfigError('config %s: rdma: unknown key(s) %s; known: %s' % (path, ', '.join(unknown), ', '.join(RDMA_KEYS)))
+        raise ConfigError('config %s: rdma: unknown key(s) %s; known: %s'
+                          % (path, clip(', '.join(unknown)), ', '.join(RDMA_KEYS)))
     if not isinstance(rdma.get('expect_present', False), bool):
-        raise ConfigError('config %s: rdma.expect_present must be true or false, got %r' % (path, rdma['expect_present']))
+        raise ConfigError('config %s: rdma.expect_present must be true or false, got %s'
+                          % (path, quote(rdma['expect_present'])))
     hcas = rdma.get('hcas')
     if hcas is not None and (not isinstance(hcas, list) or not all(
             isinstance(h, str) and re.match(r'^[^/:\s]+(:[1-9][0-9]*)?$', h) for h in hcas)):
         raise ConfigError('config %s: rdma.hcas must be a list of RDMA devices, optionally with a port '
-                          '(mlx5_0, mlx5_1:1), got %r' % (path, hcas))
+                          '(mlx5_0, mlx5_1:1), got %s' % (path, quote(hcas)))
     try:
         rdma_sysfs.normalize_options(rdma.get('expected_rate_gbps'), rdma.get('ignore_ports'))
     except rdma_sysfs.RdmaOptionError as exc:
-        raise ConfigError('config %s: rdma: %s' % (path, exc))
+        raise ConfigError('config %s: rdma: %s' % (path, clip(str(exc), 600)))
     return rdma
 
 
@@ -177,9 +246,11 @@ def judge_fabric(sysfs_root, recorder, snapshot, facts):
 class Runner(object):
     """``run(argv, timeout) -> (rc, stdout, stderr)`` for gpu_probe, rc None on timeout.
 
-    Each command runs in a new session (its own process group); on timeout the whole group gets
-    SIGKILL, so nothing it started is left behind. With a deadline (the run timeout), a command's
-    timeout is cut to the time left. ``timed_out`` lists the commands that ran out of time.
+    Each command runs in a new session (its own process group) through timed_command.run_bounded: the
+    command's exit is what counts (a child left holding its output open cannot make a finished command
+    "hung"), output is bounded, and on timeout the whole group gets SIGKILL. With a deadline (the run
+    timeout), a command's timeout is cut to the time left. ``timed_out`` lists the commands that ran out
+    of time.
     """
 
     def __init__(self, deadline=None):
@@ -197,41 +268,21 @@ class Runner(object):
     def __call__(self, argv, timeout):
         env = dict(os.environ, LC_ALL='C')
         limit = self.budget(timeout)
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, start_new_session=True)
         self.current = argv
         try:
-            try:
-                out, err = proc.communicate(timeout=limit)
-            except subprocess.TimeoutExpired:
-                self.timed_out.append(argv)
-                out, err = kill_group(proc)
-                return None, decode(out), decode(err)
-            return proc.returncode, decode(out), decode(err)
-        finally:
-            if proc.returncode is None:
-                # Interrupted (the run timeout): take the command's process group down with us.
-                self.interrupted = argv
-                kill_group(proc)
+            rc, out, err, state = timed_command.run_bounded(argv, limit, env=env, kill_wait=KILL_WAIT)
+        except OSError:
             self.current = None
-
-
-def kill_group(proc):
-    """SIGKILL the process group of ``proc``; the output read so far, waiting at most KILL_WAIT s."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        out, err = proc.communicate(timeout=KILL_WAIT)
-    except (subprocess.TimeoutExpired, ValueError, OSError):
-        out, err = b'', b''
-        for stream in (proc.stdout, proc.stderr):
-            try:
-                stream.close()
-            except (OSError, AttributeError):
-                pass
-    return out or b'', err or b''
+            raise  # could not start: gpu_probe reports it
+        except BaseException:
+            # Interrupted (the run timeout): run_bounded took the command's process group down.
+            self.interrupted = argv
+            self.current = None
+            raise
+        self.current = None
+        if state['timed_out']:
+            self.timed_out.append(argv)
+        return rc, decode(out), decode(err)
 
 
 def decode(data):
@@ -290,18 +341,22 @@ def parse_args(argv):
             raise UsageError('bad command line: --thresholds: %s' % exc)
     for key in ('expected_count', 'xid_window_minutes', 'timeout', 'run_timeout'):
         value = getattr(args, key)
-        if value is not None and value < 0:
-            raise UsageError('bad command line: --%s must be >= 0, got %d' % (key.replace('_', '-'), value))
+        if value is not None and not 0 <= value <= gpu_health.SETTING_LIMITS[key]:
+            raise UsageError('bad command line: --%s must be >= 0 and <= %d, got %d'
+                             % (key.replace('_', '-'), gpu_health.SETTING_LIMITS[key], value))
     return args
 
 
 def _json_object(option, text):
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise UsageError('bad command line: %s must be a JSON object, got %s (nested too deeply)'
+                         % (option, quote(text)))
     except ValueError as exc:
-        raise UsageError('bad command line: %s must be a JSON object, got %r (%s)' % (option, text, exc))
+        raise UsageError('bad command line: %s must be a JSON object, got %s (%s)' % (option, quote(text), clip(str(exc))))
     if not isinstance(value, dict):
-        raise UsageError('bad command line: %s must be a JSON object, got %r' % (option, text))
+        raise UsageError('bad command line: %s must be a JSON object, got %s' % (option, quote(text)))
     return value
 
 
@@ -325,7 +380,7 @@ def failure_report(check, message, now=None, status='unknown'):
         'exit_code': FAILURE_EXIT_CODES[status],
         'host': socket.gethostname(),
         'timestamp': int(now),
-        'issues': [{'gpu': None, 'check': check, 'severity': status, 'message': ' '.join(message.split())}],
+        'issues': [{'gpu': None, 'check': check, 'severity': status, 'message': clip(' '.join(str(message).split()), 2000)}],
         'checks_skipped': [],
         'gpu': None,
     }
@@ -341,8 +396,17 @@ def emit(report, quiet, fmt):
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
-    except (IOError, OSError):
-        pass  # stdout closed: the exit code still carries the verdict
+    except (IOError, OSError, ValueError, AttributeError):
+        pass  # stdout closed (sys.stdout is None, or a closed file): the exit code still carries the verdict
+
+
+def warn(text):
+    """A line on stderr, if there is one (a closed stderr never turns a verdict into a traceback)."""
+    try:
+        sys.stderr.write('gpucluster-health: %s\n' % text)
+        sys.stderr.flush()
+    except (IOError, OSError, ValueError, AttributeError):
+        pass
 
 
 def describe(exc):
@@ -352,11 +416,36 @@ def describe(exc):
     if frames:
         last = frames[-1]
         where = ' (%s:%s)' % (os.path.basename(last.filename), last.lineno)
-    return '%s: %s%s' % (type(exc).__name__, exc, where)
+    return '%s: %s%s' % (type(exc).__name__, clip(str(exc)), where)
 
 
 def _on_alarm(signum, frame):
     raise RunTimeout()
+
+
+def judge_jobs(config, runner, facts):
+    """(samples, report part) of which job holds each GPU; ([], None) when no scheduler is named. Never changes
+    the verdict: a source that cannot be read is gpucluster_gpu_jobs_source_up 0 and a problem in the report."""
+    source = config.get('job_source') or 'none'
+    if source == 'none':
+        return [], None
+    devices = facts.get('devices') or []
+    if source == 'slurm':
+        try:
+            assignments, problems = gpu_jobs.read_records(config.get('job_records_dir') or gpu_jobs.RECORDS_DIR)
+            ok = True
+        except gpu_jobs.RecordError as exc:
+            assignments, problems, ok = {}, [str(exc)], False
+    else:
+        timeout = gpu_jobs.DOCKER_TIMEOUT
+        deadline = getattr(runner, 'deadline', None)
+        if deadline is not None:
+            timeout = max(0.1, min(timeout, deadline - time.monotonic() - RUN_RESERVE))
+        assignments, problems, ok = gpu_jobs.collect_swarm(runner, devices, timeout=timeout)
+    if devices:
+        problems = problems + gpu_jobs.unknown_gpus(assignments, devices)
+    return (gpu_jobs.prometheus_samples(source, assignments, devices, ok),
+            gpu_jobs.report(source, assignments, problems, ok))
 
 
 def judge(args, config, runner, now):
@@ -388,6 +477,7 @@ def judge(args, config, runner, now):
     rdma_facts, rdma_issues = judge_rdma(config, config.get('sysfs_root') or '/sys')
     # The node's verdict is the worst of the GPUs', the NVLink fabric's and the RDMA fabric's; the GPU
     # facts keep the GPUs' own.
+    job_samples, jobs = judge_jobs(config, runner, facts)
     status = rdma_health.merge_status(facts['health']['status'], fabric_issues + rdma_issues)
     issues = issues + fabric_issues + rdma_issues
     code = gpu_health.exit_code(status)
@@ -402,6 +492,8 @@ def judge(args, config, runner, now):
     }
     if rdma_facts is not None:
         report['rdma'] = rdma_facts
+    if jobs is not None:
+        report['jobs'] = jobs
     if args.textfile:
         node = dict(facts, health=dict(facts['health'], status=status, issues=issues))
         text = gpu_prom.render(node, now)
@@ -409,17 +501,19 @@ def judge(args, config, runner, now):
             text += gpu_fabric.render_prometheus(fabric_samples)
         if rdma_facts is not None:
             text += rdma_health.render_prometheus(rdma_health.prometheus_samples(rdma_facts, rdma_issues))
+        if job_samples:
+            text += gpu_jobs.render_prometheus(job_samples)
         try:
             write_textfile(args.textfile, text)
         except (IOError, OSError) as exc:
-            sys.stderr.write('gpucluster-health: cannot write %s into %s: %s\n' % (TEXTFILE_NAME, args.textfile, exc))
+            warn('cannot write %s into %s: %s' % (TEXTFILE_NAME, clip(args.textfile), clip(str(exc))))
             if code == 0:
                 code = EXIT_UNKNOWN
                 report['status'] = 'unknown'
                 report['exit_code'] = code
                 report['issues'] = issues + [{
                     'gpu': None, 'check': 'textfile', 'severity': 'unknown',
-                    'message': 'cannot write %s into %s: %s' % (TEXTFILE_NAME, args.textfile, exc)}]
+                    'message': 'cannot write %s into %s: %s' % (TEXTFILE_NAME, clip(args.textfile), clip(str(exc)))}]
     return report, code
 
 
@@ -436,24 +530,28 @@ def main(argv=None):
                 try:
                     load_config(args.check_config, explicit=True)
                 except ConfigError as exc:
-                    sys.stderr.write('gpucluster-health: %s\n' % exc)
+                    warn(exc)
                     return EXIT_UNKNOWN
                 return 0
             report, code = _run(args, now, state)
         finally:
             if state['run_timeout']:
-                signal.alarm(0)
+                signal.setitimer(signal.ITIMER_REAL, 0)
     except RunTimeout:
         report = timeout_report(state, now)
     except (ConfigError, UsageError) as exc:
-        sys.stderr.write('gpucluster-health: %s\n' % exc)
+        warn(exc)
         report = failure_report('program', str(exc), now)
     except KeyboardInterrupt:
         report = failure_report('program', 'interrupted; GPU health not determined', now)
     except Exception as exc:  # pylint: disable=broad-except
         # Any failure of the program itself is "unknown" with its reason, never a traceback exit
         # (exit 1 would read as "warning"); the traceback still goes to stderr for the journal.
-        traceback.print_exc(file=sys.stderr)
+        if sys.stderr is not None:
+            try:
+                traceback.print_exc(file=sys.stderr)
+            except (IOError, OSError, ValueError):
+                pass
         report = failure_report('program', 'internal error: %s; GPU health not determined' % describe(exc), now)
     else:
         emit(report, quiet, fmt)
@@ -462,7 +560,22 @@ def main(argv=None):
     return report['exit_code']
 
 
+def _arm(state, run_timeout, started):
+    """(Re)arm the run timeout: RunTimeout is raised ``run_timeout`` seconds after ``started``."""
+    deadline = started + run_timeout
+    signal.signal(signal.SIGALRM, _on_alarm)
+    state['run_timeout'] = run_timeout
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic()))
+    return deadline
+
+
 def _run(args, now, state):
+    started = time.monotonic()
+    deadline = None
+    if args.run_timeout:
+        # Armed before anything is read: a configuration that blocks (a FIFO, a hung mount) ends as
+        # "unknown" within the run timeout, never as a hung nvidia-smi.
+        deadline = _arm(state, args.run_timeout, started)
     config = load_config(args.config or DEFAULT_CONFIG, explicit=bool(args.config))
     for key in ('nvidia_smi_path', 'expected_count', 'kernel_log_path', 'sysfs_root', 'xid_window_minutes',
                 'timeout', 'run_timeout'):
@@ -472,12 +585,8 @@ def _run(args, now, state):
     if args.thresholds is not None:
         config['thresholds'] = args.thresholds
     run_timeout = config.get('run_timeout') or None
-    deadline = None
-    if run_timeout:
-        deadline = time.monotonic() + run_timeout
-        signal.signal(signal.SIGALRM, _on_alarm)
-        state['run_timeout'] = run_timeout
-        signal.alarm(run_timeout)
+    if run_timeout and not args.run_timeout:
+        deadline = _arm(state, run_timeout, started)
     state['runner'] = Runner(deadline)
     return judge(args, config, state['runner'], now)
 

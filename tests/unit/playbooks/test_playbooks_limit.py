@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from ansible_collections.gpucluster.core.plugins.module_utils.scheduler import make_reason
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 PLAYBOOKS = os.path.join(REPO, 'playbooks')
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbook')
@@ -25,9 +27,16 @@ pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason='an
 # Stand-ins: each records its arguments. scontrol shows a node idle and answers ping; squeue lists no
 # job; dpkg-query reports the Slurm packages at $STANDIN_SLURM (stack_facts and the version reads).
 STANDINS = {
+    # Stateful like Slurm: a DRAIN is shown (State=IDLE+DRAIN, Reason=...) until a RESUME clears it.
     'scontrol': (
+        'state="$(dirname "$0")/state-${@: -1}"\n'
         'case "$*" in\n'
-        '  *" show node "*) echo "NodeName=${5:-x} Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1" ;;\n'
+        '  *" show node "*) if [ -s "$state" ]; then cat "$state"; else\n'
+        '      echo "NodeName=${@: -1} Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1"; fi ;;\n'
+        '  "update NodeName="*" State=DRAIN Reason="*) node=${2#NodeName=}; reason=${4#Reason=}\n'
+        '      echo "NodeName=$node Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1 Reason=$reason [root@2026-12-03T00:00:00]"'
+        ' > "$(dirname "$0")/state-$node" ;;\n'
+        '  "update NodeName="*" State=RESUME") rm -f "$(dirname "$0")/state-${2#NodeName=}" ;;\n'
         '  ping*) echo "Slurmctld(primary) at node1 is UP" ;;\n'
         'esac\n'),
     'squeue': '',
@@ -111,6 +120,8 @@ def _updates(lines):
 
 # ---------------------------------------------------------------- rolling_upgrade.yml
 
+# The drain reason is the scheduler interface's (plugins/module_utils/scheduler.py): gpucluster/upgrade#<tag>: <text>.
+UPGRADE = make_reason('upgrade', 'upgrade')
 ROLLING = {'rolling_upgrade_roles': 'slurm', 'rolling_upgrade_poll_interval': 1, 'rolling_upgrade_job_timeout': 5}
 
 
@@ -131,8 +142,8 @@ def test_rolling_upgrade_under_limit_upgrades_exactly_the_limited_nodes(lab):
     rc, out = lab('rolling_upgrade.yml', '--limit', 'node2,node3', **ROLLING)
     assert rc == 0, out
     assert _updates(lab.recorded()) == [
-        ('n2', 'DRAIN', 'rolling_upgrade: upgrade'), ('n2', 'RESUME', None),
-        ('n3', 'DRAIN', 'rolling_upgrade: upgrade'), ('n3', 'RESUME', None)]
+        ('n2', 'DRAIN', UPGRADE), ('n2', 'RESUME', None),
+        ('n3', 'DRAIN', UPGRADE), ('n3', 'RESUME', None)]
     assert 'node2: upgraded and passed the health gate, resumed' in out
     assert 'node3: upgraded and passed the health gate, resumed' in out
     # The gate ran the node health program with the gate's thresholds, once per node (no reboot).
@@ -144,8 +155,8 @@ def test_rolling_upgrade_gate_keeps_the_node_drained_with_the_programs_reason(la
     (lab.tmp / 'sick').write_text(u'')
     rc, out = lab('rolling_upgrade.yml', '--limit', 'node2,node3', **ROLLING)
     assert rc != 0, out
-    reason = 'rolling_upgrade: failed at health gate: gpucluster-health critical: 1 GPU(s) visible to the driver, 2 expected'
-    assert _updates(lab.recorded()) == [('n2', 'DRAIN', 'rolling_upgrade: upgrade'), ('n2', 'DRAIN', reason)]
+    reason = make_reason('upgrade', 'failed at health gate: gpucluster-health critical: 1 GPU(s) visible to the driver, 2 expected')
+    assert _updates(lab.recorded()) == [('n2', 'DRAIN', UPGRADE), ('n2', 'DRAIN', reason)]
     assert 'rolling upgrade stopped at "health gate: gpucluster-health critical: 1 GPU(s) visible' in _flat(out)
 
 

@@ -541,9 +541,10 @@ PREFLIGHT_CASES = [
     ('nfs-client-root-squashed', 'refused', ROOT_SQUASHED, {},
      'Check the backup host can read the share as root',
      'node1 would back up checkpoint_backup_source "/shared/checkpoints" as an NFS client'),
+    # The argument spec's type check (robust-config) refuses a string for a list before the role's own checks.
     ('conventions-bare-string', 'refused', NO_ROOT_SQUASH, {'checkpoint_backup_conventions': 'marker'},
-     'Check the paths, the marker and the numbers',
-     'checkpoint_backup_conventions must be a non-empty list of distinct names'),
+     'Check the type of every input (meta/argument_specs.yml), numbers finite',
+     "['checkpoint_backup_conventions = \"marker\" is not accepted: it is a string, not a list"),
     ('nfs-client-with-no-root-squash-export', 'accepted', NO_ROOT_SQUASH, {}, None, None),
 ]
 

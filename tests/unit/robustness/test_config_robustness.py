@@ -349,12 +349,12 @@ E2E_CASES = [
      'hunter'),
     ('cuda-toolkit-float-version', {'role_under_test': 'cuda_toolkit', 'cuda_toolkit_versions': [12.1, '12.4'],
                                     'cuda_toolkit_driver_version': '550.54.15'},
-     'Check the versions are quoted strings',
+     'Check the toolkit inputs, quoted versions and the repository settings (every failing check is listed)',
      ['cuda_toolkit_versions[0] = 12.1 is not accepted: it is the number 12.1, not a string (YAML reads an unquoted '
       '12.10 as 12.1 and 12.0 as 12); quote it: cuda_toolkit_versions: ["12.1", "12.4"]'], None),
     ('container-runtime-pyxis-args', {'role_under_test': 'container_runtime',
                                       'container_runtime_pyxis_args': ['remap_root=1\nrequired /tmp/x.so']},
-     'Check the values written into repository files, plugstack.conf',
+     'Check the container_runtime inputs, the toolkit pin, paths, releases and URLs (every failing check is listed)',
      ['container_runtime_pyxis_args[0] = "remap_root=1\\nrequired /tmp/x.so" is not accepted in plugstack.conf: '
       'it contains a line break (\\n)'], None),
     ('nvidia-driver-trailing-newline', {'role_under_test': 'nvidia_driver', 'nvidia_driver_version': '535.309.01\n'},
@@ -388,7 +388,8 @@ def test_role_preflight_accepts_good_values(tmp_path):
     rc, out = _run_preflight(tmp_path, {'role_under_test': 'cuda_toolkit', 'cuda_toolkit_versions': ['12.4', '12.2'],
                                         'cuda_toolkit_version': '12.4', 'cuda_toolkit_driver_version': '550.54.15'})
     assert rc == 0, out
-    assert 'TASK [gpucluster.core.cuda_toolkit : Check the versions are quoted strings' in out
+    assert ('TASK [gpucluster.core.cuda_toolkit : Check the toolkit inputs, quoted versions and the repository settings '
+            '(every failing check is listed)]') in out
     assert 'failed=0' in out and 'changed=0' in out, out
 
 

@@ -269,7 +269,7 @@ def test_ansible_argument_validation_takes_a_string_as_a_list_but_not_for_the_ro
 # A variable is a secret when its name says so; each is no_log in meta/argument_specs.yml, the one list.
 _SECRET_NAME = re.compile(r'(password|passphrase|secret|token|credential|munge_key|access_key|_key\Z|basic_auth_users'
                           r'|alertmanager_smtp|alertmanager_receivers)')
-_NOT_SECRET = re.compile(r'(_url|_checksum|_fingerprints?|_file|_dir|_path)\Z')
+_NOT_SECRET = re.compile(r'(_url|_checksum|_fingerprints?|_file|_dir|_path|_vault_id)\Z')  # a vault id is a label
 _EXPRESSION_KEYS = ('when', 'that', 'failed_when', 'changed_when', 'until')
 _MESSAGE_KEYS = ('fail_msg', 'msg', 'success_msg', 'label')
 _JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)

@@ -50,6 +50,7 @@ NOT_VERIFIED = {
         'verified through the pattern gpucluster-*.nmconnection',
     ('health_check', '{{ __health_check_lib_dir }}/'): 'directory of the archive, which is verified',
     ('slurm', '{{ __slurm_healthcheck_lib_dir }}/'): 'directory of the archive, which is verified',
+    ('slurm', '{{ __slurm_usage_lib_dir }}/'): 'directory of the usage archive, which is verified',
     ('nvidia_driver', '{{ __nvidia_driver_runfile }}'): "NVIDIA's installer; what it installs is verified",
     ('nvidia_driver', '{{ nvidia_driver_runfile_dir }}'): "the installer's directory",
     ('rdma', '{{ __rdma_doca_keyring | dirname }}'): 'keyring directory; the keyring is verified',
@@ -158,3 +159,19 @@ def test_every_file_the_role_writes_is_verified(role):
     missing = sorted(set('%s: %s' % (where, dest) for where, dest in _destinations(role)
                          if (role, dest) not in NOT_VERIFIED and not _covered(text, dest)))
     assert missing == [], 'roles/%s writes files __%s_fast_path does not name: %s' % (role, role, '; '.join(missing))
+
+
+@pytest.mark.parametrize('role', sorted(set(ROLES) - set(WITHOUT_FAST_PATH)))
+def test_every_kind_is_one_expression(role):
+    """Each kind of the declaration is a list, or one template expression giving a list: a template with
+    statements ({% set %}, {% for %}) renders to a string, which the converged action refuses on every run."""
+    declaration = _declaration(role)
+    for kind in ('files', 'packages', 'services', 'globs', 'probes'):
+        value = declaration.get(kind, [])
+        if isinstance(value, str):
+            text = value.strip()
+            assert text.startswith('{{') and text.endswith('}}') and '{%' not in text and text.count('{{') == 1, \
+                'roles/%s/vars/main.yml: __%s_fast_path.%s must be a list or one {{ expression }}, not %r' % (
+                    role, role, kind, text[:80])
+        else:
+            assert isinstance(value, list), '__%s_fast_path.%s: %r' % (role, kind, value)

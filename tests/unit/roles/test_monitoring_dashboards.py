@@ -17,7 +17,8 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpucluster.core.plugins.module_utils import checkpoint_backup, gpu_fabric, gpu_prom, rdma_health
+from ansible_collections.gpucluster.core.plugins.module_utils import (
+    checkpoint_backup, gpu_fabric, gpu_jobs, gpu_prom, rdma_health, slurm_usage)
 from ansible_collections.gpucluster.core.plugins.plugin_utils import validate_report
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
@@ -30,11 +31,12 @@ _spec.loader.exec_module(dq)
 # The metrics the node health program writes, from the code that writes them (single source; docs/DEVELOPING.md,
 # "Textfile metrics of the node health program", documents the same names).
 HEALTH_METRICS = set(gpu_prom.METRIC_NAMES) | set(metric for metric, _kind, _help in rdma_health.METRICS) \
-    | set(metric for metric, _kind, _help in gpu_fabric.METRICS)
+    | set(metric for metric, _kind, _help in gpu_fabric.METRICS) | set(gpu_jobs.METRIC_NAMES)
 # ... plus the per-node expectations this role writes itself.
 OWN_METRICS = {'gpucluster_monitoring_expect_gpu_metrics', 'gpucluster_monitoring_ib_expected_rate_bytes_per_second'} \
     | set(validate_report.METRIC_NAMES) \
-    | set(checkpoint_backup.METRIC_NAMES)   # playbooks/validate.yml's textfile; roles/checkpoint_backup's
+    | set(checkpoint_backup.METRIC_NAMES) \
+    | set(slurm_usage.METRIC_NAMES)   # playbooks/validate.yml's textfile; roles/checkpoint_backup's; roles/slurm's
 # node_exporter 1.5.0's infiniband collector, as printed by Debian's binary over a synthetic sysfs tree.
 INFINIBAND_METRICS = {
     'node_infiniband_info', 'node_infiniband_state_id', 'node_infiniband_physical_state_id',
@@ -155,14 +157,32 @@ def test_rules_use_documented_metric_names(template):
     assert not unknown
 
 
+_ALERTNAME_RE = re.compile(r'alertname\s*=~?\s*"([^"]+)"')
+_RULE_ALERT_RE = re.compile(r'^\s*- alert: (\S+)', re.M)
+
+
+def _defined_alerts():
+    names = set()
+    for template in os.listdir(os.path.join(ROLE, 'templates', 'rules')):
+        with open(os.path.join(ROLE, 'templates', 'rules', template)) as handle:
+            names.update(_RULE_ALERT_RE.findall(handle.read()))
+    return names
+
+
+@pytest.mark.parametrize('record', [r for r in RECORDS if _ALERTNAME_RE.search(r['query'])],
+                         ids=lambda r: '%s:%s:%s' % (r['uid'], r['panel'][:30], r['ref']))
+def test_query_names_only_shipped_alerts(record):
+    assert set(_ALERTNAME_RE.findall(record['query'])) <= _defined_alerts(), record['query']
+
+
 def test_developing_guide_documents_every_written_metric():
     with open(os.path.join(REPO, 'docs', 'DEVELOPING.md')) as handle:
         text = handle.read()
     section = text[text.index('## Textfile metrics of the node health program'):]
     section = section[:section.index('\n## ')] if '\n## ' in section else section
     documented = set(re.findall(r'`(gpucluster_[a-z_]+)', section))
-    assert HEALTH_METRICS | set(validate_report.METRIC_NAMES) <= documented, sorted(
-        (HEALTH_METRICS | set(validate_report.METRIC_NAMES)) - documented)
+    written = HEALTH_METRICS | set(validate_report.METRIC_NAMES) | set(slurm_usage.METRIC_NAMES)
+    assert written <= documented, sorted(written - documented)
 
 
 def test_every_rule_file_has_a_test_file():
@@ -205,6 +225,9 @@ def test_label_values_to_query(query, expected):
     ({'status': 'success', 'data': {'result': [{'metric': {'gpu': '0'}}]}}, {'kind': 'variable', 'label': 'gpu'}, None),
     ({'status': 'success', 'data': {'result': [{'metric': {'job': 'node'}}]}}, {'kind': 'variable', 'label': 'gpu'},
      "no series carries label 'gpu'"),
+    ({'status': 'success', 'data': {'result': []}}, {'kind': 'variable', 'label': 'job_id', 'may_be_empty': 'no job'}, None),
+    ({'status': 'success', 'data': {'result': []}}, {'kind': 'variable', 'label': 'job_id', 'may_be_empty': None},
+     "no series carries label 'job_id'"),
 ])
 def test_judge(answer, record, problem):
     assert dq.judge(record, answer) == problem
@@ -227,3 +250,17 @@ def test_molecule_metrics_stand_in_is_the_programs_output():
         assert handle.read() == text
     names = set(re.findall(r'^(gpucluster_[a-z_]+)', text, re.M))
     assert names <= HEALTH_METRICS
+
+
+def test_molecule_slurm_metrics_stand_in_is_the_programs_output():
+    """molecule/monitoring's Slurm metrics stand-in is slurm_usage.render's output (regenerate it with
+    `python tests/monitoring/usage_metrics_double.py --write`), never a hand-written copy."""
+    spec = importlib.util.spec_from_file_location(
+        'usage_metrics_double', os.path.join(REPO, 'tests', 'monitoring', 'usage_metrics_double.py'))
+    double = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(double)
+    text = double.render(slurm_usage)
+    with open(double.TEMPLATE) as handle:
+        assert handle.read() == text
+    names = set(re.findall(r'^(gpucluster_[a-z_]+)', text, re.M))
+    assert names <= OWN_METRICS and 'gpucluster_slurm_pending_jobs_fit_idle_gpus' in names

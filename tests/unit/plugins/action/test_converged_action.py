@@ -35,6 +35,7 @@ ROLE_TASKS = '''---
     dest: "{{ demo_file }}"
     mode: "0644"
   when: not __demo_converged.converged
+  tags: [demo_files]
 
 - name: Record
   gpucluster.core.converged:
@@ -106,8 +107,12 @@ def test_record_fast_path_and_what_changed(play):
 def test_a_run_with_tags_or_in_check_mode_records_nothing(play):
     tmp_path, run = play
     assert run('--tags', 'demo')['recordable'] is False
+    assert run('--skip-tags', 'demo_files')['recordable'] is False
     assert run('--check')['recordable'] is False
     assert not (tmp_path / 'records').exists()
+    # A skipped tag the role does not use (molecule passes --skip-tags molecule-notest) leaves the run whole.
+    assert run('--skip-tags', 'molecule-notest,notest')['recordable'] is True
+    assert (tmp_path / 'records' / 'demo.json').exists()
 
 
 def test_the_facts_a_role_reads_are_found_in_its_files(tmp_path):

@@ -144,7 +144,9 @@ def test_driver_plan(source, dist, major, flavour, headless, fm, packages, insta
 def test_driver_plan_rhel_stream_and_lock():
     plan = nvidia.nvidia_driver_plan('550.163.01', 'cuda_repo', 'RedHat', '9', 'open')
     assert plan['module_stream'] == 'nvidia-driver:550-open'
-    assert 'kmod-nvidia-open-dkms-550.163.01' in plan['hold']
+    assert 'kmod-nvidia-open-dkms-550.163.01' in plan['install']
+    # Held by name: package_hold locks the installed version, which the install spec pins.
+    assert 'kmod-nvidia-open-dkms' in plan['hold'] and plan['hold'] == plan['packages']
     assert nvidia.nvidia_driver_plan('535.309.01', 'cuda_repo', 'RedHat', '8', 'proprietary')['module_stream'] == 'nvidia-driver:535-dkms'
 
 
@@ -253,7 +255,7 @@ def test_toolkit_plan_apt_and_dnf():
     assert plan['prefix'] == '/usr/local/cuda-12.4'
     rhel = nvidia.cuda_toolkit_plan(['12.4.1'], '12.4.1', 'cuda_repo', 'RedHat', '', '2.21.5-1+cuda12.4')
     assert rhel['install'] == ['cuda-toolkit-12-4-12.4.1', 'libnccl-2.21.5-1+cuda12.4', 'libnccl-devel-2.21.5-1+cuda12.4']
-    assert rhel['hold'] == rhel['install']
+    assert rhel['hold'] == ['cuda-toolkit-12-4', 'libnccl', 'libnccl-devel']
     cudnn8 = nvidia.cuda_toolkit_plan(['12.2'], '12.2', 'cuda_repo', 'Debian', '8.9.7.29-1+cuda12.2')
     assert cudnn8['install'][1:] == ['libcudnn8=8.9.7.29-1+cuda12.2', 'libcudnn8-dev=8.9.7.29-1+cuda12.2']
 

@@ -4,6 +4,7 @@ __metaclass__ = type
 
 import copy
 import os
+import re
 
 import pytest
 
@@ -267,3 +268,41 @@ def test_worst_status(severities, status):
 @pytest.mark.parametrize('status, code', [('ok', 0), ('warning', 1), ('critical', 2), ('unknown', 3)])
 def test_exit_codes(status, code):
     assert gh.exit_code(status) == code
+
+
+@pytest.mark.parametrize('devices, distinct, identity_issues', [
+    ([], 0, 0),
+    ([{'index': 0, 'uuid': 'GPU-a', 'pci_address': '0000:81:00.0', 'minor_number': 0},
+      {'index': 1, 'uuid': 'GPU-b', 'pci_address': '0000:c1:00.0', 'minor_number': 1}], 2, 0),
+    # One GPU listed twice: every identity repeats.
+    ([{'index': 0, 'uuid': 'GPU-a', 'pci_address': '0000:81:00.0', 'minor_number': 0},
+      {'index': 1, 'uuid': 'GPU-a', 'pci_address': '0000:81:00.0', 'minor_number': 0}], 1, 3),
+    # Same UUID on another bus id: still one GPU.
+    ([{'index': 0, 'uuid': 'GPU-a', 'pci_address': '0000:81:00.0'},
+      {'index': 1, 'uuid': 'GPU-a', 'pci_address': '0000:c1:00.0'}], 1, 1),
+    # Unknown identities (None) never match each other.
+    ([{'index': 0, 'uuid': None, 'pci_address': None}, {'index': 1, 'uuid': None, 'pci_address': None}], 2, 0),
+])
+def test_identities(devices, distinct, identity_issues):
+    assert gh.distinct_count(devices) == distinct
+    issues = gh.check_identity(devices)
+    assert len(issues) == identity_issues
+    assert all((i['check'], i['severity']) == ('gpu_identity', 'critical') for i in issues)
+
+
+@pytest.mark.parametrize('overrides, fragment', [
+    ({'retired_pages_max': float('nan')}, 'retired_pages_max=nan'),
+    ({'temperature_margin_c': float('inf')}, 'temperature_margin_c=inf'),
+    ({'pcie_gen_load_pct': -1}, 'pcie_gen_load_pct=-1'),
+    ({'xid_ignore': '79'}, "xid_ignore='79'"),
+    ({'xid_ignore': [79.0]}, 'element 79.0'),
+    ({1: 2}, 'unknown threshold 1'),
+])
+def test_thresholds_refused(overrides, fragment):
+    with pytest.raises(gh.ThresholdError, match=re.escape(fragment)):
+        gh.merge_thresholds(overrides)
+
+
+def test_messages_are_bounded():
+    issue = gh.make_issue(None, 'x', 'warning', 'y' * (gh.MESSAGE_MAX * 3))
+    assert len(issue['message']) < gh.MESSAGE_MAX + 40

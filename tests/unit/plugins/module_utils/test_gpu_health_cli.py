@@ -28,9 +28,11 @@ def _role_modules():
 def test_role_installs_every_gpu_module_util():
     installed = _role_modules()
     present = sorted(os.path.basename(p) for p in glob.glob(os.path.join(MODULE_UTILS, 'gpu_*.py')))
-    # Every gpu_*.py, the RDMA port checks, and the shared atomic writer and exposition format the program
-    # writes its textfile with.
-    assert sorted(installed) == sorted(present + ['atomic_file.py', 'prom_text.py', 'rdma_health.py', 'rdma_sysfs.py'])
+    # Every gpu_*.py, the RDMA port checks, the shared atomic writer and exposition format the program
+    # writes its textfile with, the bounded command runner (timed_command, shared with the modules), and the
+    # bounded reads and label bounds of the job records (gpu_jobs).
+    assert sorted(installed) == sorted(present + ['atomic_file.py', 'bounded_read.py', 'prom_text.py', 'rdma_health.py',
+                                                  'rdma_sysfs.py', 'text_bounds.py', 'timed_command.py'])
 
 
 def test_module_utils_have_no_ansible_imports():

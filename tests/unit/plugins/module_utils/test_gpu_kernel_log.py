@@ -22,6 +22,16 @@ NOW = calendar.timegm((2026, 1, 5, 10, 0, 0, 0, 0, 0))
     ('2025-02-14T05:03:41+0000 node1 kernel: NVRM: x', calendar.timegm((2025, 2, 14, 5, 3, 41)), None, 'NVRM: x'),
     ('6,3964,206764307,-;NVRM: x', None, 206.764307, 'NVRM: x'),
     ('NVRM: x', None, None, 'NVRM: x'),
+    # rsyslog's RFC 3339 kern.log (Ubuntu 24.04), with and without the kernel's own stamp after "kernel:".
+    ('2024-05-14T10:11:12.123456+00:00 node1 kernel: [ 1234.567890] NVRM: x',
+     calendar.timegm((2024, 5, 14, 10, 11, 12)) + 0.123456, None, 'NVRM: x'),
+    ('2024-05-14T12:11:12.123456+02:00 node1 kernel: NVRM: x', calendar.timegm((2024, 5, 14, 10, 11, 12)) + 0.123456,
+     None, 'NVRM: x'),
+    # Only one stamp is the kernel's; a second one is part of the message.
+    ('2024-05-14T10:11:12+00:00 node1 kernel: [ 1.0] [ 2.0] NVRM: x', calendar.timegm((2024, 5, 14, 10, 11, 12)),
+     None, '[ 2.0] NVRM: x'),
+    ('\u00b2 NVRM: x', None, None, '\u00b2 NVRM: x'),
+    ('[\u00b2.\u00b2] NVRM: x', None, None, '[\u00b2.\u00b2] NVRM: x'),
 ])
 def test_split_prefix(line, epoch, mono, message):
     got_epoch, got_mono, got_message = kl.split_prefix(line, now=NOW)
@@ -37,6 +47,24 @@ def test_local_time_formats_use_local_time():
     assert kl.split_prefix('[Fri Aug 30 11:43:09 2024] NVRM: x')[0] == expected
     syslog = kl.split_prefix('Jan  5 09:56:00 node1 kernel: NVRM: x', now=NOW)
     assert syslog[0] == time.mktime((2026, 1, 5, 9, 56, 0, 0, 0, -1)) and syslog[2] == 'NVRM: x'
+
+
+@pytest.mark.parametrize('line', [
+    'Jan  5 09:56:00 node1 kernel: [ 1234.567890] NVRM: x',  # rsyslog traditional kern.log (Debian)
+    'Jan  5 09:56:00.545053 node1 kernel: NVRM: x',  # journalctl -o short-precise
+    'Jan  5 09:56:00 kernel: NVRM: x',  # journalctl --no-hostname
+])
+def test_syslog_variants(line):
+    import time
+    assert kl.split_prefix(line, now=NOW) == (time.mktime((2026, 1, 5, 9, 56, 0, 0, 0, -1)), None, 'NVRM: x')
+
+
+@pytest.mark.parametrize('line', [
+    'Jan  5 09:56:00 node1 evil[7]: kernel: NVRM: x',  # another program cannot pose as the kernel
+    'Jan  5 09:56:00 node1 kernel[7]: NVRM: x',
+])
+def test_syslog_other_programs_are_not_the_kernel(line):
+    assert kl.split_prefix(line, now=NOW) == (None, None, line)
 
 
 def test_syslog_date_ahead_of_now_is_last_year():

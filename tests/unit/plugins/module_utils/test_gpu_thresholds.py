@@ -28,7 +28,7 @@ def _shown(value):
 def test_module_argument_spec_is_the_definition():
     spec = gpu_facts._THRESHOLD_OPTIONS
     assert list(spec) == NAMES
-    for name, kind, _default, choices, _doc in gpu_health.THRESHOLDS:
+    for name, kind, _default, choices, _limits, _doc in gpu_health.THRESHOLDS:
         assert spec[name]['type'] == kind
         assert spec[name].get('choices') == (list(choices) if choices else None)
 
@@ -36,7 +36,7 @@ def test_module_argument_spec_is_the_definition():
 def test_module_documentation_matches():
     options = yaml.safe_load(gpu_facts.DOCUMENTATION)['options']['thresholds']['suboptions']
     assert sorted(options) == sorted(NAMES)
-    for name, kind, default, choices, doc in gpu_health.THRESHOLDS:
+    for name, kind, default, choices, _limits, doc in gpu_health.THRESHOLDS:
         option = options[name]
         assert option['type'] == kind, name
         assert option.get('choices') == (list(choices) if choices else None), name
@@ -56,7 +56,7 @@ def test_role_argument_spec_names_every_threshold():
 def test_docs_table_shows_every_default():
     with open(os.path.join(REPO, 'docs', 'health-checks.md')) as handle:
         text = handle.read()
-    for name, _kind, default, _choices, _doc in gpu_health.THRESHOLDS:
+    for name, _kind, default, _choices, _limits, _doc in gpu_health.THRESHOLDS:
         if default in ([], None):
             assert '`%s`' % name in text, name
         else:
@@ -78,3 +78,14 @@ def test_role_preflight_uses_the_program_check(overrides, error):
         assert errors == []
     else:
         assert len(errors) == 1 and error in errors[0] and errors[0].startswith('health_check_thresholds')
+
+
+def test_every_number_threshold_has_limits_that_hold_its_default():
+    for name, kind, default, _choices, limits, _doc in gpu_health.THRESHOLDS:
+        if kind in ('int', 'float'):
+            low, high = limits
+            assert low <= default <= high, name
+            assert gpu_health.merge_thresholds({name: low})[name] == low
+            assert gpu_health.merge_thresholds({name: high})[name] == high
+            with pytest.raises(gpu_health.ThresholdError, match='threshold %s=' % name):
+                gpu_health.merge_thresholds({name: high + 1})

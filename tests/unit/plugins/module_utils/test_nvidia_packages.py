@@ -188,14 +188,9 @@ def _toolkit_package_version(name, plan, info):
 def test_toolkit_plan_read_back(distribution, source, versions, default, cudnn, nccl):
     plan = nvidia.cuda_toolkit_plan(versions, default, source, distribution, cudnn=cudnn, nccl=nccl)
     packages = {}
-    for spec in plan['hold']:
-        # dnf holds carry the version ('libnccl-2.21.5-1+cuda12.4'); apt holds are names.
-        name = spec
-        for value in (cudnn, nccl):
-            if value and spec.endswith('-' + value):
-                name = spec[:-len(value) - 1]
-        if plan['manager'] == 'dnf' and re.match(r'^cuda-toolkit-[0-9]+-[0-9]+-', spec):
-            name = '-'.join(spec.split('-')[:4])
+    for name in plan['hold']:
+        # Holds are package names on both families (package_hold locks the installed version on dnf).
+        assert re.match(r'^[a-z0-9][a-z0-9+._-]*\Z', name) and not name.endswith(('-' + cudnn, '-' + nccl)), name
         value = cudnn if 'cudnn' in name else nccl if 'nccl' in name else ''
         packages[name] = _toolkit_package_version(name, plan, value)
     family = 'rpm' if plan['manager'] == 'dnf' else 'dpkg'
