@@ -132,8 +132,8 @@ class ActionModule(ActionBase):
             fingerprint = cs.fingerprint(self._parts(role, args, task_vars, outputs))
         except (AnsibleError, cs.FingerprintError, IOError, OSError) as exc:
             if state == 'record':
-                result.update(failed=True, msg='converged: the fingerprint of %s cannot be computed: %s'
-                                              % (role, to_native(exc)[:300]))
+                result.update(failed=True, msg='converged: the fingerprint of %s cannot be computed: %s' % (
+                    role, to_native(exc)[:300]))
                 return result
             # A fingerprint that cannot be computed is never a skip: the full path runs, and nothing is
             # recorded (there would be nothing to compare the next run with).

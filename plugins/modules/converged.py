@@ -160,13 +160,13 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpucluster.core.plugins.module_utils import atomic_file
 from ansible_collections.gpucluster.core.plugins.module_utils import converged_state as cs
+from ansible_collections.gpucluster.core.plugins.module_utils import timed_command
 
 # A larger managed file is compared by size, modification and change time instead of its bytes
 # (program archives and binaries: reading them on every run would cost more than the run saves).
@@ -207,22 +207,13 @@ def observe_file(path):
 
 
 def _run(module, argv, timeout):
-    """(rc, stdout bytes) of argv with a time limit; rc None when it could not run or timed out."""
+    """(rc, stdout bytes) of argv with a time limit (module_utils/timed_command.py: the command's process group
+    is killed when it overruns); rc None when it could not run or timed out."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        rc, out, _err, _state = timed_command.run_bounded(argv, timeout, max_bytes=PROBE_MAX_BYTES)
     except (OSError, ValueError):
         return None, b''
-    try:
-        out, _err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, 9)
-        except OSError:
-            pass
-        proc.communicate()
-        return None, b''
-    return proc.returncode, out[:PROBE_MAX_BYTES]
+    return rc, out[:PROBE_MAX_BYTES]
 
 
 def observe_packages(module, names, timeout):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A short distributed training loop that checkpoints the way real training code does, for the lab's
 checkpoint round trip (issue 32): CPU only, gloo, started by torchrun (Debian's python3-torch 1.13 on

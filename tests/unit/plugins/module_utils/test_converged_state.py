@@ -16,8 +16,9 @@ STATE = {'files': {'/etc/slurm/slurm.conf': {'type': 'file', 'content': 'aa', 'm
          'globs': {'/dev/nvidia[0-9]*': ['/dev/nvidia0']}, 'probes': {}}
 
 
-def record(parts=PARTS, state=STATE, role='slurm', outputs=None):
-    return cs.record_document(role, cs.fingerprint(parts), state, outputs)
+def record(parts=None, state=None, role='slurm', outputs=None):
+    return cs.record_document(role, cs.fingerprint(PARTS if parts is None else parts), STATE if state is None else state,
+                              outputs)
 
 
 def with_change(base, path, value):
@@ -117,7 +118,7 @@ def test_the_fingerprint_keeps_no_value():
 
 def test_a_value_nested_too_deep_is_refused():
     deep = []
-    for _ in range(cs.MAX_DEPTH + 2):
+    for dummy in range(cs.MAX_DEPTH + 2):
         deep = [deep]
     with pytest.raises(cs.FingerprintError):
         cs.fingerprint(dict(PARTS, inputs={'deep': deep}))

@@ -25,8 +25,8 @@ def node(tmp_path, run_module):
     conf.chmod(0o644)
     records = tmp_path / 'records'
 
-    def call(state='check', check=False, manages=None, fingerprint=FINGERPRINT, **extra):
-        args = dict(role='os_tuning', state=state, fingerprint=fingerprint, record_dir=str(records),
+    def call(state='check', check=False, manages=None, fingerprint=None, **extra):
+        args = dict(role='os_tuning', state=state, fingerprint=FINGERPRINT if fingerprint is None else fingerprint, record_dir=str(records),
                     manages=manages if manages is not None else {'files': [str(conf)]}, **extra)
         return run_module(converged.main, args, check=check)
     return conf, records, call
