@@ -772,8 +772,8 @@ def server_owners(ss_output, ports, pids):
 # --------------------------------------------------------------------------- rails: rounds and floors
 
 def _rail_list(rails, name='rails'):
-    if not isinstance(rails, (list, tuple)) or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
-                                                        for r in rails):
+    if not isinstance(rails, (list, tuple)) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in rails):
         raise MatrixInputError('%s must be a list of rail numbers (0, 1, ...), got %s' % (name, _quote(repr(rails), 60)))
     return list(rails)
 

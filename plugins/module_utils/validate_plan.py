@@ -155,10 +155,10 @@ def fleet_shape(nodes, rdma_pairs='auto', sysfs_root='/sys'):
                             % (_quote(', '.join(h for h in hosts if not rails[h]), 120), _quote(', '.join(with_rails), 120)))
         if rdma_pairs == 'true' and not with_rails:
             present = any(nodes[h].get('rdma_present') for h in hosts)
+            missing = '' if present else ' and rdma_facts found no RDMA device under %s' % _quote(sysfs_root, 80)
             problems.append('validate_rdma_pairs=true but no validated node has an NCCL rail (an active port of an HCA in '
                             'validate_nccl_hcas, or of an HCA beside a GPU)%s: name the HCAs in validate_nccl_hcas, or set '
-                            'validate_rdma_pairs=auto' % ('' if present else ' and rdma_facts found no RDMA device under %s'
-                                                            % _quote(sysfs_root, 80)))
+                            'validate_rdma_pairs=auto' % missing)
     return {'duplicates': duplicates, 'layout': layout, 'rails_on': rails_on, 'rails': rails, 'problems': problems}
 
 

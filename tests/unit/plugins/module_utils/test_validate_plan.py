@@ -147,8 +147,8 @@ def test_every_job_step_names_its_nodes_and_has_a_time_limit():
     assert argv == ['srun', '--job-name=ddp', '--nodes=2', '--nodelist=n1,n2', '--ntasks-per-node=1', '--time=10',
                     '--gpus-per-node=8', '--reservation=gpucluster-validate-1', '--partition=gpu', '--export=ALL,A=x,B=2',
                     '--container-image=nvcr.io#nvidia/pytorch:24.05-py3']
-    assert vp.srun_argv('ddp', ['n1'], 1) == ['srun', '--job-name=ddp', '--nodes=1', '--nodelist=n1', '--ntasks-per-node=1',
-                                             '--time=1', '--export=ALL']
+    assert vp.srun_argv('ddp', ['n1'], 1) == ['srun', '--job-name=ddp', '--nodes=1', '--nodelist=n1',
+                                              '--ntasks-per-node=1', '--time=1', '--export=ALL']
 
 
 @pytest.mark.parametrize('kwargs, says', [
