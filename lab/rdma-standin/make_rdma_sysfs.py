@@ -62,7 +62,7 @@ def build(root, hca, netdev, address, rate, state='4: ACTIVE', phys_state='5: Li
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('root')
     parser.add_argument('--hca', required=True)
     parser.add_argument('--netdev', required=True)
