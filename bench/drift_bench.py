@@ -46,7 +46,7 @@ STACK = {
     'nvidia_container_toolkit': '1.16.2-1', 'containerd': '1.7.22-1', 'docker': None,
     'rdma_core': '2404mlnx51-1.2404066', 'ofed': '24.04-0.6.6.0', 'hca_firmware': '28.39.1002',
     'gpu_vbios': '96.00.89.00.01', 'slurm': '23.11.10-1', 'munge': '0.5.15-2',
-    'kubelet': None, 'dcgm': '3.3.8', 'python': '3.10.12',
+    'kubelet': None, 'kubeadm': None, 'kubectl': None, 'dcgm': '3.3.8', 'python': '3.10.12',
 }
 assert sorted(STACK) == sorted(stack_versions.COMPONENTS)
 

@@ -291,7 +291,7 @@ class ActionModule(ActionBase):
         if params['role_defaults'] and baseline_vars:
             values = role_default_values()
             for component, var in baseline_vars.items():
-                if var not in values:
+                if var not in values or component in drift.BASELINE_INVENTORY_ONLY:
                     continue
                 value, role = values[var]
                 pin = self._check(drift.check_pin, value, '%s (default of role %s, the pin of %s)'

@@ -270,7 +270,7 @@ class ActionModule(ActionBase):
         """Working copy -> store for every listed file that is new or changed; generate passwords asked for."""
         store, cache = params['store'], params['cache']
         state = self._state(cache)
-        written, generated, problems, dirty = [], [], [], False
+        written, generated, missing, problems, dirty = [], [], [], [], False
         for name in params['generate']:
             path = os.path.join(cache, name)
             if not os.path.isfile(path):
@@ -282,6 +282,8 @@ class ActionModule(ActionBase):
             secret = name in params['secret']
             store_path, cache_path = os.path.join(store, name), os.path.join(cache, name)
             if not os.path.isfile(cache_path):
+                # Listed, not in the working copy (a node whose key this run did not make): reported, not written.
+                missing.append(name)
                 continue
             plain = _read(cache_path)
             known = state.get(name) or {}
@@ -315,4 +317,4 @@ class ActionModule(ActionBase):
         if dirty:
             self._save_state(cache, state)
         return {'changed': bool(written or generated), 'written': written, 'generated': generated,
-                'problems': problems}
+                'missing': missing, 'problems': problems}

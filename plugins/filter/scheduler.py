@@ -9,7 +9,8 @@ and the scheduler's command for it). docs/day2.md "Whose hold is it" documents t
               -> {action: drain|resume|none, reason, why, argv}; run ``argv`` when action is not none.
 
 ``show.stdout`` is what the scheduler printed about the node (Slurm: ``scontrol --oneliner show node
-[NAME]``; Swarm: ``docker node inspect NAME``), or a state from scheduler_node_state.
+[NAME]``; Swarm: ``docker node inspect NAME``; Kubernetes: ``kubectl get node NAME -o json``), or a state
+from scheduler_node_state (Kubernetes builds its patch from the node as read: it needs kubectl's output).
 Bad input raises an error naming the filter, the argument and what is accepted.
 """
 from __future__ import absolute_import, division, print_function
@@ -71,11 +72,24 @@ def scheduler_node_state(output, node=None, scheduler='slurm'):
     return _state('scheduler_node_state', output, node, scheduler).as_dict()
 
 
-def _decision(name, decision, node, scheduler, command):
+def _k8s_node(name, value, node, scheduler):
+    """The Node object kubectl printed, for the Kubernetes patch (None for other schedulers)."""
+    if scheduler != 'kubernetes':
+        return None
+    if isinstance(value, dict) and 'held' in value and 'operator' in value:
+        return None
+    return _run(name, 'the output of kubectl get node %s -o json' % (node or 'NODE'), sc.Kubernetes.find, value, node)
+
+
+def _decision(name, decision, node, scheduler, command, data=None):
     impl = _run(name, 'scheduler to be one of %s and command a path' % ', '.join(sorted(sc.SCHEDULERS)),
                 sc.scheduler, scheduler, command)
-    return {'action': decision.action, 'reason': decision.reason, 'why': decision.why,
-            'argv': impl.action_argv(node, decision) if node else None}
+    if scheduler == 'kubernetes':
+        argv = _run(name, 'the output of kubectl get node %s -o json, not a state' % (node or 'NODE'),
+                    impl.action_argv, node, decision, data) if node else None
+    else:
+        argv = impl.action_argv(node, decision) if node else None
+    return {'action': decision.action, 'reason': decision.reason, 'why': decision.why, 'argv': argv}
 
 
 def scheduler_decide(state, want, source, text=None, node=None, scheduler='slurm', command=None):
@@ -85,7 +99,8 @@ def scheduler_decide(state, want, source, text=None, node=None, scheduler='slurm
     node = node or current.name
     decision = _run('scheduler_decide', "want to be hold, release or keep, a source among %s and a text to hold"
                     % ', '.join(sc.SOURCES), sc.decide, current, want, source, text)
-    return _decision('scheduler_decide', decision, node, scheduler, command)
+    return _decision('scheduler_decide', decision, node, scheduler, command,
+                     _k8s_node('scheduler_decide', state, node, scheduler))
 
 
 def scheduler_verdict(state, status, source='health', text=None, node=None, scheduler='slurm', command=None):
@@ -97,7 +112,8 @@ def scheduler_verdict(state, status, source='health', text=None, node=None, sche
     node = node or current.name
     decision = _run('scheduler_verdict', 'a source among %s and a text for critical' % ', '.join(sc.SOURCES),
                     sc.decide_verdict, status, current, source, text)
-    return _decision('scheduler_verdict', decision, node, scheduler, command)
+    return _decision('scheduler_verdict', decision, node, scheduler, command,
+                     _k8s_node('scheduler_verdict', state, node, scheduler))
 
 
 class FilterModule(object):

@@ -40,7 +40,7 @@ _RANK = {'critical': 3, 'warning': 2, 'info': 1, 'never': 99}
 # Components that must be equal inside a group even without a pin.
 DEFAULT_CONSISTENT = (
     'kernel', 'nvidia_driver', 'nvidia_driver_loaded', 'cuda_toolkit', 'nccl', 'cudnn',
-    'ofed', 'rdma_core', 'hca_firmware', 'gpu_vbios', 'slurm', 'nvidia_container_toolkit',
+    'ofed', 'rdma_core', 'hca_firmware', 'gpu_vbios', 'slurm', 'nvidia_container_toolkit', 'kubelet',
 )
 
 # Drift that breaks or slows distributed jobs is critical; firmware, VBIOS and tooling that
@@ -63,7 +63,10 @@ DEFAULT_SEVERITY = {
     'os': 'warning',
     'containerd': 'warning',
     'docker': 'warning',
-    'kubelet': 'warning',
+    # kubelet off the cluster's release breaks Kubernetes' version skew policy; kubeadm and kubectl are tools.
+    'kubelet': 'critical',
+    'kubeadm': 'warning',
+    'kubectl': 'warning',
     'dcgm': 'warning',
     'python': 'warning',
 }
@@ -80,7 +83,14 @@ DEFAULT_BASELINE_VARS = {
     'nvidia_container_toolkit': 'container_runtime_nvidia_toolkit_version',
     'slurm': 'slurm_version',
     'munge': 'slurm_munge_version',
+    'kubelet': 'k8s_node_version',
+    'kubeadm': 'k8s_node_version',
+    'kubectl': 'k8s_node_version',
 }
+# Components pinned only where the inventory sets their variable, never by a role's default: a site that runs
+# another scheduler may have kubectl (or kubelet) on a node for its own use, which is not drift from a release it
+# never chose.
+BASELINE_INVENTORY_ONLY = ('kubelet', 'kubeadm', 'kubectl')
 # Components whose pin only applies where the component is installed (the fabric manager is
 # needed on NVSwitch systems only; PCIe servers have none and are not missing anything).
 DEFAULT_BASELINE_IF_PRESENT = ('nvidia_fabricmanager',)

@@ -41,7 +41,9 @@ these is never resumed, even when the drain reason is ours. Slurm: DOWN, FAIL (F
 saving in progress (POWER_DOWN, POWERED_DOWN, POWERING_DOWN, POWER_UP, POWERING_UP); a state
 slurmctld does not know yet (UNKNOWN, ERROR, an unknown base) and any word this module does not
 know (a newer Slurm's: left alone until it is known). Swarm: availability ``pause``, or an
-availability this module does not know. And on every scheduler: a hold whose reason is not ours.
+availability this module does not know. Kubernetes: a cordon that is not part of a cordoning hold of
+ours, and a NoSchedule/NoExecute taint that is neither ours nor Kubernetes' own (see Kubernetes below).
+And on every scheduler: a hold whose reason is not ours.
 
 Decisions
 ---------
@@ -71,9 +73,16 @@ NodeName=NAME State=DRAIN Reason=...`` / ``State=RESUME``.
 An operator's drain has no label of ours and is never touched; only label-marked nodes are set
 active again.
 
-Kubernetes (to come, a third small class of the same shape): held is the taint
-``gpucluster.io/health=critical:NoSchedule`` (ours only) with the reason in an annotation;
-``spec.unschedulable`` (a cordon) and any other NoSchedule/NoExecute taint are operator words.
+``Kubernetes``: ``kubectl get node NAME -o json`` to NodeState. Our hold is the taint
+``gpucluster.io/health=critical:NoSchedule`` (TAINT_KEY, TAINT_VALUE, TAINT_EFFECT) with our reason in
+the node annotation ``gpucluster.io/reason`` (ANNOTATION); the sources that empty a node (CORDONING:
+upgrade, decommission) also cordon it (``spec.unschedulable``), as ``kubectl drain`` does, and uncordon it
+when they give it back. Hold and release are one JSON patch (``kubectl patch node NAME --type=json``)
+whose ``test`` operations make the API server refuse it when the taints or the annotation changed since
+they were read. Operator words, never touched: a cordon without a cordoning hold of ours (CORDONED), any
+NoSchedule or NoExecute taint that is not ours and not one of Kubernetes' own (the node lifecycle
+controller's ``node.kubernetes.io/*`` conditions, the control-plane role, NVIDIA's ``nvidia.com/gpu``
+dedication), ``node.kubernetes.io/out-of-service``, and our taint key with another value or effect.
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -248,6 +257,25 @@ def decide_verdict(status, state, source, text=None):
                             % state.reason)
         return Decision('none', None, 'health warning')
     return Decision('none', None, 'health status unknown; node left as it is')
+
+
+def settled(decision, state):
+    """Whether ``decision``'s aim holds in ``state`` although its command failed, and why (bool, str).
+
+    The scheduler answers a RESUME of a node that is no longer drained with an error ("Invalid node state
+    specified" from Slurm): between our read and our command an operator, or another run, resumed it. A
+    drain that failed while the node is held by now with our reason is done too. Anything else is a real
+    failure: the node is not where the decision wanted it.
+    """
+    if decision.action == 'resume':
+        if not state.held:
+            return True, 'no longer held (resumed by someone else between the read and the resume)'
+        return False, 'still held: %s' % (state.reason or '(no reason)')
+    if decision.action == 'drain':
+        if state.held and state.reason == decision.reason:
+            return True, 'held with this reason already (drained by another run between the read and the drain)'
+        return False, 'not held with this reason: %s' % (state.reason or 'not held')
+    return True, 'nothing to do'
 
 
 # --- Slurm ------------------------------------------------------------------------------------------
@@ -434,11 +462,175 @@ class Swarm(object):
         raise ValueError('docker node inspect printed no node named %r' % (node,))
 
 
-SCHEDULERS = {'slurm': Slurm, 'swarm': Swarm}
+# --- Kubernetes -------------------------------------------------------------------------------------
+
+class Kubernetes(object):
+    """Kubernetes through kubectl (with the control plane's kubeconfig); the reason lives in ANNOTATION."""
+
+    name = 'kubernetes'
+    TAINT_KEY = 'gpucluster.io/health'
+    TAINT_VALUE = 'critical'
+    TAINT_EFFECT = 'NoSchedule'
+    ANNOTATION = 'gpucluster.io/reason'
+    # Sources whose hold empties the node (kubectl drain semantics): their hold cordons it too.
+    CORDONING = ('upgrade', 'decommission')
+    HOLDING_EFFECTS = ('NoSchedule', 'NoExecute')
+    # Taints that are a node's standing role or Kubernetes' own view of it, not anyone's hold.
+    NEUTRAL_TAINT_KEYS = frozenset(['node-role.kubernetes.io/control-plane', 'node-role.kubernetes.io/master',
+                                    'nvidia.com/gpu', 'node.kubernetes.io/unschedulable'])
+    NEUTRAL_TAINT_PREFIXES = ('node.kubernetes.io/', 'node.cloudprovider.kubernetes.io/')
+    # An operator's word even under a neutral prefix (non-graceful node shutdown).
+    OPERATOR_TAINT_KEYS = frozenset(['node.kubernetes.io/out-of-service'])
+
+    def __init__(self, kubectl='kubectl'):
+        if not isinstance(kubectl, str) or not kubectl:
+            raise ValueError('kubectl must be a command name or path, got %r' % (kubectl,))
+        self.kubectl = kubectl
+
+    def show_argv(self, node):
+        return [self.kubectl, 'get', 'node', node, '--output=json']
+
+    @classmethod
+    def _taint_word(cls, taint):
+        value = taint.get('value')
+        return 'TAINT %s%s:%s' % (taint.get('key'), ('=%s' % value) if value else '', taint.get('effect'))
+
+    @classmethod
+    def _ours(cls, taint):
+        return (taint.get('key') == cls.TAINT_KEY and taint.get('value') == cls.TAINT_VALUE
+                and taint.get('effect') == cls.TAINT_EFFECT)
+
+    @staticmethod
+    def _parts(data):
+        meta = data.get('metadata') if isinstance(data.get('metadata'), dict) else {}
+        spec = data.get('spec') if isinstance(data.get('spec'), dict) else {}
+        annotations = meta.get('annotations') if isinstance(meta.get('annotations'), dict) else {}
+        taints = spec.get('taints') if isinstance(spec.get('taints'), list) else []
+        return meta, spec, annotations, [t for t in taints if isinstance(t, dict)]
+
+    @classmethod
+    def parse_node(cls, data):
+        """NodeState of one Node object of ``kubectl get node NAME -o json``."""
+        if not isinstance(data, dict):
+            raise ValueError('a Kubernetes node is a JSON object, got %s' % type(data).__name__)
+        meta, spec, annotations, taints = cls._parts(data)
+        name = meta.get('name') if isinstance(meta.get('name'), str) else ''
+        cordoned = spec.get('unschedulable') is True
+        reason = annotations.get(cls.ANNOTATION)
+        reason = reason if isinstance(reason, str) else ''
+        ours = any(cls._ours(t) for t in taints)
+        hold = parse_reason(reason) if ours else None
+        words = set(['CORDONED' if cordoned else 'SCHEDULABLE'])
+        operator = set()
+        for taint in taints:
+            key, effect = taint.get('key'), taint.get('effect')
+            words.add(cls._taint_word(taint))
+            if effect not in cls.HOLDING_EFFECTS or cls._ours(taint):
+                continue
+            if key in cls.OPERATOR_TAINT_KEYS or key == cls.TAINT_KEY or not (
+                    key in cls.NEUTRAL_TAINT_KEYS
+                    or (isinstance(key, str) and key.startswith(cls.NEUTRAL_TAINT_PREFIXES))):
+                operator.add(cls._taint_word(taint))
+        if cordoned and not (hold is not None and hold.source in cls.CORDONING):
+            operator.add('CORDONED')
+        if not name or data.get('kind') not in (None, 'Node'):
+            operator = set(['UNKNOWN'])
+        return NodeState(name, frozenset(words), ours or cordoned, reason, hold, tuple(sorted(operator)))
+
+    @classmethod
+    def _nodes(cls, text):
+        try:
+            data = json.loads(text) if isinstance(text, (str, bytes)) else text
+        except RecursionError:
+            raise ValueError('kubectl printed JSON nested too deeply to read')
+        if isinstance(data, dict) and (data.get('kind') in ('List', 'NodeList') or 'items' in data):
+            data = data.get('items')
+        if isinstance(data, dict):
+            data = [data]
+        if not isinstance(data, list) or not data:
+            raise ValueError('kubectl printed no node')
+        return data
+
+    @classmethod
+    def find(cls, text, node=None):
+        """The Node object named ``node`` (or the only one) in kubectl's JSON output."""
+        data = cls._nodes(text)
+        if node is None:
+            if len(data) != 1:
+                raise ValueError('kubectl printed %d nodes; name the one to read' % len(data))
+            return data[0]
+        for item in data:
+            if isinstance(item, dict) and cls._parts(item)[0].get('name') == node:
+                return item
+        raise ValueError('kubectl printed no node named %r' % (node,))
+
+    @classmethod
+    def parse_state(cls, text, node=None):
+        """NodeState from ``kubectl get node NAME -o json`` (or ``get nodes``) output, text or parsed."""
+        return cls.parse_node(cls.find(text, node))
+
+    @classmethod
+    def patch(cls, decision, data):
+        """The JSON patch (RFC 6902) that carries out ``decision`` on the Node object ``data`` as read.
+
+        Its ``test`` operations make the API server refuse the whole patch when the taint list or our
+        annotation changed since the read, so an operator's taint added meanwhile is never overwritten.
+        """
+        meta, spec, annotations, taints = cls._parts(data)
+        raw_taints = spec.get('taints') if isinstance(spec.get('taints'), list) else None
+        note = '/metadata/annotations/' + cls.ANNOTATION.replace('~', '~0').replace('/', '~1')
+        ours = {'key': cls.TAINT_KEY, 'value': cls.TAINT_VALUE, 'effect': cls.TAINT_EFFECT}
+        ops = []
+        if decision.action == 'drain':
+            if not any(cls._ours(t) for t in taints):
+                if raw_taints:
+                    ops += [{'op': 'test', 'path': '/spec/taints/%d' % (len(raw_taints) - 1), 'value': raw_taints[-1]},
+                            {'op': 'add', 'path': '/spec/taints/-', 'value': ours}]
+                elif raw_taints is not None:
+                    ops += [{'op': 'test', 'path': '/spec/taints', 'value': []},
+                            {'op': 'add', 'path': '/spec/taints/-', 'value': ours}]
+                else:
+                    ops.append({'op': 'add', 'path': '/spec/taints', 'value': [ours]})
+            if isinstance(meta.get('annotations'), dict):
+                ops.append({'op': 'add', 'path': note, 'value': decision.reason})
+            else:
+                ops.append({'op': 'add', 'path': '/metadata/annotations', 'value': {cls.ANNOTATION: decision.reason}})
+            hold = parse_reason(decision.reason)
+            if hold is not None and hold.source in cls.CORDONING and spec.get('unschedulable') is not True:
+                ops.append({'op': 'add', 'path': '/spec/unschedulable', 'value': True})
+            return ops
+        if decision.action == 'resume':
+            index = next((i for i, t in enumerate(raw_taints or []) if isinstance(t, dict) and cls._ours(t)), None)
+            if index is not None:
+                ops += [{'op': 'test', 'path': '/spec/taints/%d' % index, 'value': raw_taints[index]},
+                        {'op': 'remove', 'path': '/spec/taints/%d' % index}]
+            reason = annotations.get(cls.ANNOTATION)
+            if isinstance(reason, str):
+                ops += [{'op': 'test', 'path': note, 'value': reason}, {'op': 'remove', 'path': note}]
+            hold = parse_reason(reason) if isinstance(reason, str) else None
+            if hold is not None and hold.source in cls.CORDONING and spec.get('unschedulable') is True:
+                ops += [{'op': 'test', 'path': '/spec/unschedulable', 'value': True},
+                        {'op': 'remove', 'path': '/spec/unschedulable'}]
+            return ops
+        return []
+
+    def action_argv(self, node, decision, data=None):
+        """argv that carries out ``decision`` for ``node``, built against ``data``, the Node object as read
+        (``find``); None for 'none'."""
+        if decision.action not in ('drain', 'resume'):
+            return None
+        if not isinstance(data, dict):
+            raise ValueError('a Kubernetes %s needs the node as kubectl printed it (kubectl get node %s -o json)'
+                             % (decision.action, node))
+        return [self.kubectl, 'patch', 'node', node, '--type=json',
+                '--patch=' + json.dumps(self.patch(decision, data), separators=(',', ':'), sort_keys=True)]
+
+
+SCHEDULERS = {'slurm': Slurm, 'swarm': Swarm, 'kubernetes': Kubernetes}
 
 
 def scheduler(name, command=None):
-    """An instance of the scheduler class called ``name`` ('slurm' or 'swarm'), with its command."""
+    """An instance of the scheduler class called ``name`` ('kubernetes', 'slurm' or 'swarm'), with its command."""
     if name not in SCHEDULERS:
         raise ValueError('scheduler %r is not one of %s' % (name, ', '.join(sorted(SCHEDULERS))))
     return SCHEDULERS[name](command) if command else SCHEDULERS[name]()

@@ -18,8 +18,8 @@ from ansible_collections.gpucluster.core.plugins.module_utils import nvidia_pack
 COMPONENTS = (
     'os', 'kernel', 'nvidia_driver', 'nvidia_driver_loaded', 'nvidia_fabricmanager',
     'cuda_toolkit', 'cudnn', 'nccl', 'nvidia_container_toolkit', 'containerd', 'docker',
-    'rdma_core', 'ofed', 'hca_firmware', 'gpu_vbios', 'slurm', 'munge', 'kubelet', 'dcgm',
-    'python',
+    'rdma_core', 'ofed', 'hca_firmware', 'gpu_vbios', 'slurm', 'munge', 'kubelet', 'kubeadm', 'kubectl',
+    'dcgm', 'python',
 )
 
 # Query formats; dpkg-query and rpm expand the backslash escapes themselves. One line per
@@ -54,6 +54,8 @@ PACKAGE_RULES = (
     )),
     ('munge', (r'munge', r'munge-ohpc')),
     ('kubelet', (r'kubelet',)),
+    ('kubeadm', (r'kubeadm',)),
+    ('kubectl', (r'kubectl',)),
     ('dcgm', (
         r'datacenter-gpu-manager-4-core', r'datacenter-gpu-manager',
         r'datacenter-gpu-manager-4-cuda\d+',

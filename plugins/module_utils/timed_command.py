@@ -44,7 +44,7 @@ def run_bounded(argv, timeout, env=None, max_bytes=OUTPUT_MAX_BYTES, drain=DRAIN
     """``(rc, stdout bytes, stderr bytes, state)`` of ``argv`` run in a session of its own.
 
     ``rc`` is None when the command was still running after ``timeout`` seconds: its whole process group
-    then gets SIGKILL. ``state``: ``{'timed_out', 'cut': [stream names], 'leftover': True when the
+    then gets SIGKILL. ``state``: ``{'timed_out', 'cut': [stream names, stdout first], 'leftover': True when the
     output was still open DRAIN_SECONDS after the command exited}``. OSError when it cannot start.
     ``on_start(proc)`` is called once the process runs (the health program records the running command).
     Leaving by an exception (the health program's run timeout) kills the command's process group.
@@ -128,6 +128,8 @@ def run_bounded(argv, timeout, env=None, max_bytes=OUTPUT_MAX_BYTES, drain=DRAIN
                 pass
     out = b''.join(buffers[out_fd])
     err = b''.join(buffers[err_fd])
+    # stdout first, then stderr, whichever the reads met first (both may be ready at once under load).
+    cut.sort(key=('stdout', 'stderr').index)
     for name in cut:
         err += ('\n' + OUTPUT_CUT_NOTE % (name, max_bytes)).encode('ascii')
     rc = None if state['timed_out'] else proc.returncode

@@ -105,8 +105,8 @@ options:
         C(nvidia_driver_loaded) and C(nvidia_fabricmanager) (only where installed),
         C(cuda_toolkit_version) to C(cuda_toolkit), C(cuda_toolkit_cudnn_version) to C(cudnn),
         C(cuda_toolkit_nccl_version) to C(nccl), C(container_runtime_nvidia_toolkit_version) to
-        C(nvidia_container_toolkit), C(slurm_version) to C(slurm) and C(slurm_munge_version) to
-        C(munge).
+        C(nvidia_container_toolkit), C(slurm_version) to C(slurm), C(slurm_munge_version) to
+        C(munge) and C(k8s_node_version) to C(kubelet), C(kubeadm) and C(kubectl).
       - V({}) disables pins from role variables.
     type: dict
   consistent:
@@ -114,7 +114,7 @@ options:
       - Components that must be equal across the hosts of a group even without a pin.
       - Default C(kernel), C(nvidia_driver), C(nvidia_driver_loaded), C(cuda_toolkit), C(nccl),
         C(cudnn), C(ofed), C(rdma_core), C(hca_firmware), C(gpu_vbios), C(slurm),
-        C(nvidia_container_toolkit).
+        C(nvidia_container_toolkit), C(kubelet).
     type: list
     elements: str
   groups:
@@ -128,8 +128,8 @@ options:
     description:
       - Component to severity (V(critical), V(warning), V(info)). Defaults are critical for
         kernel, driver (installed and loaded), fabric manager, CUDA, cuDNN, NCCL, OFED,
-        rdma-core, Slurm, munge and the container toolkit; warning for everything else
-        (HCA firmware, VBIOS, OS, container engines, kubelet, DCGM, Python).
+        rdma-core, Slurm, munge, the container toolkit and kubelet; warning for everything else
+        (HCA firmware, VBIOS, OS, container engines, kubeadm, kubectl, DCGM, Python).
     type: dict
     default: {}
   unknown_severity:

@@ -153,6 +153,13 @@ generated:
   returned: mode push
   type: list
   elements: str
+missing:
+  description:
+    - With O(mode=push), the listed names the working copy does not hold, so nothing was written for them (for
+      example the key of a node this run did not reach). The store keeps what it had for them.
+  returned: mode push
+  type: list
+  elements: str
 problems:
   description: What kept a file from being read or written, naming the file and what to do.
   returned: modes pull and push

@@ -56,7 +56,7 @@ notes:
   - Components in C(gpu_stack) (always all keys) are C(os), C(kernel), C(nvidia_driver),
     C(nvidia_driver_loaded), C(nvidia_fabricmanager), C(cuda_toolkit), C(cudnn), C(nccl),
     C(nvidia_container_toolkit), C(containerd), C(docker), C(rdma_core), C(ofed),
-    C(hca_firmware), C(gpu_vbios), C(slurm), C(munge), C(kubelet), C(dcgm), C(python).
+    C(hca_firmware), C(gpu_vbios), C(slurm), C(munge), C(kubelet), C(kubeadm), C(kubectl), C(dcgm), C(python).
   - C(hca_firmware) and C(gpu_vbios) are the distinct values of all devices joined with a comma,
     so a node whose adapters run different firmware differs from one where they agree.
   - C(python) is the interpreter Ansible uses on the node.
@@ -112,6 +112,8 @@ ansible_facts:
         slurm: 23.11.10-1
         munge: 0.5.15-2
         kubelet: null
+        kubeadm: null
+        kubectl: null
         dcgm: 3.3.8
         python: 3.11.2
     gpu_stack_cuda_toolkits:

@@ -16,9 +16,14 @@ from ansible_collections.gpucluster.core.plugins.module_utils import drift
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 
 
-def _group_vars():
+# The pins of another scheduler's components: the Slurm example runs no Kubernetes (the Kubernetes test inventory,
+# tests/unit/fixtures/k8s/inventory, pins them).
+KUBERNETES = ('kubelet', 'kubeadm', 'kubectl')
+
+
+def _group_vars(inventory=os.path.join(REPO, 'inventories', 'example')):
     merged = {}
-    for path in sorted(glob.glob(os.path.join(REPO, 'inventories', 'example', 'group_vars', '*.yml'))):
+    for path in sorted(glob.glob(os.path.join(inventory, 'group_vars', '*.yml'))):
         with open(path) as handle:
             merged.update(yaml.safe_load(handle) or {})
     return merged
@@ -27,9 +32,21 @@ def _group_vars():
 def test_every_baseline_variable_is_pinned():
     values = _group_vars()
     for component, var in sorted(drift.DEFAULT_BASELINE_VARS.items()):
+        if component in KUBERNETES:
+            continue
         value = values.get(var)
         assert isinstance(value, str) and value.strip(), '%s (the pin of %s) is not set as a string' % (var, component)
         assert drift.check_pin(value, var) == value
+
+
+def test_the_kubernetes_inventory_pins_its_release():
+    values = _group_vars(os.path.join(REPO, 'tests', 'unit', 'fixtures', 'k8s', 'inventory'))
+    assert values['gpucluster_scheduler'] == 'kubernetes'
+    for component in KUBERNETES:
+        var = drift.DEFAULT_BASELINE_VARS[component]
+        assert var == 'k8s_node_version'
+        assert drift.check_pin(values[var], var) == values[var]
+        assert drift.pin_matches(values[var], values[var] + '-1.1', 'dpkg')
 
 
 def test_pinned_stack_holds_together():

@@ -181,7 +181,18 @@ def main(argv=None):
     except OSError as exc:
         urc, uerr = 1, str(exc)
     if urc != 0:
-        log('%s failed: %s' % (' '.join(cmd[:3]), 'timed out' if urc is None else uerr.strip()), error=True)
+        failure = 'timed out' if urc is None else uerr.strip()
+        # Another actor may have done it between our read and our command: read the node again.
+        try:
+            arc, again, _aerr = run(slurm.show_argv(node), max(SCONTROL_MIN, deadline - time.monotonic()))
+        except OSError:
+            arc, again = 1, ''
+        if arc == 0:
+            done, how = scheduler.settled(decision, slurm.parse_state(again, node))
+            if done:
+                log('%s: %s (%s: %s)' % (node, how, ' '.join(cmd[:3]), failure))
+                return 0
+        log('%s failed: %s' % (' '.join(cmd[:3]), failure), error=True)
         return 1
     log('%s: %s' % (node, ('drained: ' + decision.reason) if decision.action == 'drain'
                     else 'resumed: health %s (%s)' % (status, decision.why)))

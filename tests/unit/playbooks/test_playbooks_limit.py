@@ -33,6 +33,9 @@ STANDINS = {
         'case "$*" in\n'
         '  *" show node "*) if [ -s "$state" ]; then cat "$state"; else\n'
         '      echo "NodeName=${@: -1} Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1"; fi ;;\n'
+        # Every node, as "scontrol --oneliner show node" lists them.
+        '  *" show node") for n in n1 n2 n3; do if [ -s "$(dirname "$0")/state-$n" ]; then cat "$(dirname "$0")/state-$n";\n'
+        '      else echo "NodeName=$n Arch=x86_64 CoresPerSocket=1 State=IDLE ThreadsPerCore=1"; fi; done ;;\n'
         '  "update NodeName="*" State=DRAIN Reason="*) node=${2#NodeName=}; reason=${4#Reason=}\n'
         '      echo "NodeName=$node Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1 Reason=$reason [root@2026-12-03T00:00:00]"'
         ' > "$(dirname "$0")/state-$node" ;;\n'
@@ -195,6 +198,15 @@ def test_decommission_limit_that_leaves_out_the_cluster_stops_before_anything_ch
     assert 'Nothing was changed.' in flat and lab.recorded() == []
 
 
+def test_decommission_drains_the_retired_node_and_waits_for_its_jobs(lab):
+    # The rest of the retirement (slurmd stopped, slurm.conf rewritten) needs systemd and the roles: not run here.
+    lab('decommission.yml', decommission_nodes='node3', decommission_poll_interval=1, decommission_job_timeout=5)
+    calls = lab.recorded()
+    assert ('n3', 'DRAIN', make_reason('decommission', 'retired')) in _updates(calls), calls
+    assert [c for c in calls if c.startswith('squeue ') and '--nodelist=n3 ' in c], calls
+    assert not [c for c in _updates(calls) if c[0] != 'n3'], calls
+
+
 def test_decommission_settings_are_checked_under_limit(lab):
     rc, out = lab('decommission.yml', '--limit', 'node1,node2,node3', decommission_nodes='node1')
     assert rc != 0 and 'decommission_nodes=node1 is not accepted' in _flat(out), out
@@ -207,6 +219,18 @@ def test_restore_limit_that_leaves_out_the_restore_host_is_refused(lab):
     assert rc != 0, out
     assert ('restore_host=checkpoint_backup must name exactly one inventory host (the one whose backup is restored); '
             'it names node1, which --limit node2 leaves out: add it to --limit. Nothing was restored.') in flat
+
+
+@pytest.mark.parametrize('user, refused', [
+    # Letters that are also hex digits or escape letters (x, f, 0, 1, 7) are names like any other.
+    ('alex', False), ('f017', False), ('jdoe@corp', False),
+    ('bad\tname', True), ('bad\x7fname', True), ('.hidden', True), ('a/b', True),
+])
+def test_restore_user_refuses_control_characters_only(lab, user, refused):
+    rc, out = lab('restore_checkpoints.yml', restore_user=user, restore_target='/nonexistent/gpucluster-restore-test')
+    said = 'restore_user must be the user whose checkpoints are restored' in _flat(out)
+    assert said == refused, out
+    assert rc != 0          # the backup program is not installed here: a granted request stops there
 
 
 def test_drift_audit_under_limit_audits_the_limited_hosts(lab):

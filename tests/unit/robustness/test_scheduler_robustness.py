@@ -100,6 +100,50 @@ def test_swarm_label_that_is_not_text():
     assert sc.decide(state, 'release', 'health').action == 'none'
 
 
+# kubectl's output that is not a Node as the API returns it: refused with the reason, or read as a state that is
+# left alone (UNKNOWN), never a traceback and never a hold or release of a node nobody can read.
+@pytest.mark.parametrize('text, message', [
+    ('[' * 100000, 'nested too deeply'),
+    ('null', 'printed no node'),
+    ('{"kind": "List", "items": []}', 'printed no node'),
+    ('[1, 2]', 'printed 2 nodes'),
+    ('', 'Expecting value'),
+])
+def test_kubernetes_hostile_kubectl_output(text, message):
+    with pytest.raises(ValueError, match=message):
+        sc.Kubernetes.parse_state(text)
+
+
+@pytest.mark.parametrize('node, held, operator', [
+    # Not a Node: no name, or another kind: UNKNOWN, nothing done.
+    ({'kind': 'Pod', 'metadata': {'name': 'gpu2'}, 'spec': {}}, False, ('UNKNOWN',)),
+    ({'metadata': 'gpu2', 'spec': 'taints'}, False, ('UNKNOWN',)),
+    # Malformed parts are read as absent, never trusted as ours.
+    ({'metadata': {'name': 'gpu2', 'annotations': ['gpucluster.io/reason']}, 'spec': {'taints': 'critical'}}, False, ()),
+    ({'metadata': {'name': 'gpu2', 'annotations': {'gpucluster.io/reason': ['x']}},
+      'spec': {'taints': [{'key': 'gpucluster.io/health', 'value': 'critical', 'effect': 'NoSchedule'}, 'junk', None]}},
+     True, ()),
+    ({'metadata': {'name': 'gpu2'}, 'spec': {'unschedulable': 'true'}}, False, ()),
+    ({'metadata': {'name': 'gpu2'}, 'spec': {'taints': [{'effect': 'NoSchedule'}]}}, False, ('TAINT None:NoSchedule',)),
+])
+def test_kubernetes_malformed_node(node, held, operator):
+    state = sc.Kubernetes.parse_state(node)
+    assert (state.held, state.hold, state.operator) == (held, None, operator)
+    for want in ('hold', 'release'):
+        decision = sc.decide(state, want, 'health', 'x')
+        if operator or want == 'release':
+            assert decision.action == 'none'
+
+
+def test_kubernetes_reason_of_ours_in_a_huge_annotation_is_not_ours():
+    reason = sc.make_reason('health', 'x' * 150) + 'y' * 100000
+    node = {'metadata': {'name': 'gpu2', 'annotations': {'gpucluster.io/reason': reason}},
+            'spec': {'taints': [{'key': 'gpucluster.io/health', 'value': 'critical', 'effect': 'NoSchedule'}]}}
+    state = sc.Kubernetes.parse_state(node)
+    assert state.held and state.hold is None
+    assert sc.decide(state, 'release', 'health').action == 'none'
+
+
 # A gres.conf read back from a node and gpu_facts: refused naming what, never expanded or duplicated.
 GRES_CASES = [
     ('huge-range', 'File=/dev/nvidia[0-999999999]', "names 1000000000 device files; at most 256"),

@@ -269,3 +269,18 @@ def test_role_default_values_are_literal_pins():
     assert 'cuda_toolkit_driver_version' not in values
     for component, var in drift_module.DEFAULT_BASELINE_VARS.items():
         assert var in values, '%s (the pin of %s) has no role default' % (var, component)
+
+
+def test_kubernetes_tools_pinned_only_by_the_inventory():
+    # kubectl on a node of a Slurm site is that site's own tool: the k8s_node role's default release
+    # pins nothing; an inventory's k8s_node_version does.
+    hostvars = {
+        'n1': {'ansible_facts': facts(kubectl='1.20.1-00')},
+        'n2': {'ansible_facts': facts(kubectl='1.20.1-00'), 'k8s_node_version': '1.31.4'},
+    }
+    result = run_action({'role_defaults': True, 'consistent': [],
+                         'baseline_vars': {'kubectl': 'k8s_node_version'}},
+                        inventory_vars(hostvars))
+    got = [(f['host'], f['component'], f['kind'], f['expected'], f['found']) for f in result['findings']]
+    assert got == [('n2', 'kubectl', 'baseline', '1.31.4', '1.20.1-00')]
+    assert result['summary']['notes'] == []

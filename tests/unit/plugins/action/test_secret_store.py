@@ -62,7 +62,7 @@ def test_push_encrypts_secrets_keeps_certificates_and_pull_restores_a_fresh_work
 
     # Nothing new: nothing written (an encryption is salted, so a rewrite would change every file).
     again = action._push(_params(tmp_path, generate=['pw']))
-    assert again == {'changed': False, 'written': [], 'generated': [], 'problems': []}
+    assert again == {'changed': False, 'written': [], 'generated': [], 'missing': [], 'problems': []}
     assert (store / 'pki' / 'ca.key').read_bytes() == key
 
     # A fresh checkout: the store alone gives the same working copy, modes included.
@@ -142,3 +142,16 @@ def test_a_store_file_this_run_cannot_decrypt_is_named(tmp_path, monkeypatch):
 ])
 def test_store_names(name, ok):
     assert (check_names([name]) == []) is ok
+
+
+def test_push_reports_a_listed_file_the_working_copy_lacks_and_keeps_the_store_copy(tmp_path, monkeypatch):
+    action = _action(monkeypatch, SITE)
+    (tmp_path / 'cache' / 'pki').mkdir(parents=True)
+    (tmp_path / 'cache' / 'pki' / 'ca.crt').write_text('CERT\n')
+    (tmp_path / 'store').mkdir()
+    (tmp_path / 'store' / 'pw').write_bytes(VaultLib(SITE).encrypt(b'kept', SITE[0][1], 'site'))
+    before = (tmp_path / 'store' / 'pw').read_bytes()
+    result = action._push(_params(tmp_path))
+    assert result['missing'] == ['pki/ca.key', 'pw'] and result['problems'] == []
+    assert result['written'] == [str(tmp_path / 'store' / 'pki' / 'ca.crt')]
+    assert (tmp_path / 'store' / 'pw').read_bytes() == before and not (tmp_path / 'store' / 'pki' / 'ca.key').exists()

@@ -118,7 +118,30 @@ def test_swarm():
     assert got['argv'] == ['docker', 'node', 'update', '--availability', 'active', '--label-rm', 'gpucluster.health',
                            'node2']
     assert f.scheduler_node_state(node, scheduler='swarm')['source'] == 'health'
-    with pytest.raises(AnsibleFilterError, match="scheduler 'k8s' is not one of slurm, swarm"):
+    with pytest.raises(AnsibleFilterError, match="scheduler 'k8s' is not one of kubernetes, slurm, swarm"):
         f.scheduler_node_state('x', scheduler='k8s')
     with pytest.raises(AnsibleFilterError, match='expected the output of docker node inspect NODE'):
         f.scheduler_node_state('not json', scheduler='swarm')
+
+
+def test_kubernetes():
+    node = {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'gpu2', 'annotations': {}},
+            'spec': {'taints': [{'key': 'nvidia.com/gpu', 'value': 'present', 'effect': 'NoSchedule'}]}}
+    got = f.scheduler_verdict(json.dumps(node), 'critical', 'health', 'gpu1 row remap pending', node='gpu2',
+                              scheduler='kubernetes', command='/usr/bin/kubectl')
+    reason = sc.make_reason('health', 'gpu1 row remap pending')
+    assert got['action'] == 'drain' and got['reason'] == reason
+    assert got['argv'][:5] == ['/usr/bin/kubectl', 'patch', 'node', 'gpu2', '--type=json']
+    assert json.loads(got['argv'][5][len('--patch='):]) == [
+        {'op': 'test', 'path': '/spec/taints/0', 'value': node['spec']['taints'][0]},
+        {'op': 'add', 'path': '/spec/taints/-',
+         'value': {'key': 'gpucluster.io/health', 'value': 'critical', 'effect': 'NoSchedule'}},
+        {'op': 'add', 'path': '/metadata/annotations/gpucluster.io~1reason', 'value': reason}]
+    state = f.scheduler_node_state(json.dumps(node), 'gpu2', scheduler='kubernetes')
+    assert state['held'] is False and state['operator'] == []
+    # A state (not kubectl's output) cannot carry the patch: refused, naming what is needed.
+    with pytest.raises(AnsibleFilterError, match='kubectl get node gpu2 -o json'):
+        f.scheduler_decide(state, 'hold', 'health', 'x', node='gpu2', scheduler='kubernetes')
+    assert f.scheduler_decide(state, 'keep', 'health', node='gpu2', scheduler='kubernetes')['argv'] is None
+    with pytest.raises(AnsibleFilterError, match='expected the output of kubectl get node gpu9'):
+        f.scheduler_node_state(json.dumps(node), 'gpu9', scheduler='kubernetes')

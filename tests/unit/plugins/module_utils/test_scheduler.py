@@ -1,6 +1,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """module_utils/scheduler.py: our reason format, whose hold a node is under, the decisions, the
-Slurm and Swarm readings and commands."""
+Slurm, Swarm and Kubernetes readings and commands."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
@@ -398,5 +398,169 @@ def test_swarm_argv_and_names():
 def test_scheduler_by_name():
     assert isinstance(sc.scheduler('slurm'), sc.Slurm) and sc.scheduler('slurm').scontrol == 'scontrol'
     assert sc.scheduler('swarm', '/opt/docker').docker == '/opt/docker'
-    with pytest.raises(ValueError, match="scheduler 'kubernetes' is not one of slurm, swarm"):
-        sc.scheduler('kubernetes')
+    assert sc.scheduler('kubernetes', '/usr/bin/kubectl').kubectl == '/usr/bin/kubectl'
+    with pytest.raises(ValueError, match="scheduler 'k8s' is not one of kubernetes, slurm, swarm"):
+        sc.scheduler('k8s')
+
+
+# --- Kubernetes ------------------------------------------------------------------------------------
+# `kubectl get node NAME -o json` in the shape of the Node API object (Kubernetes API reference, Node v1:
+# metadata.annotations, spec.taints, spec.unschedulable); names, versions and addresses made up here.
+
+OURS_TAINT = {'key': 'gpucluster.io/health', 'value': 'critical', 'effect': 'NoSchedule'}
+GPU_TAINT = {'key': 'nvidia.com/gpu', 'value': 'present', 'effect': 'NoSchedule'}
+CP_TAINT = {'key': 'node-role.kubernetes.io/control-plane', 'effect': 'NoSchedule'}
+UNREACHABLE = {'key': 'node.kubernetes.io/unreachable', 'effect': 'NoExecute', 'timeAdded': '2026-11-29T17:40:01Z'}
+CORDON_MIRROR = {'key': 'node.kubernetes.io/unschedulable', 'effect': 'NoSchedule', 'timeAdded': '2026-11-29T17:41:00Z'}
+UPGRADE = sc.make_reason('upgrade', 'upgrade')
+
+
+def _k8s(taints=None, reason=None, unschedulable=None, name='gpu2', annotations=True):
+    meta = {'name': name, 'uid': '4f0c6a2e-5b1d-4c7e-9a3f-1d2e3f4a5b6c', 'resourceVersion': '918273',
+            'labels': {'kubernetes.io/hostname': name, 'nvidia.com/gpu.present': 'true'}}
+    if annotations:
+        meta['annotations'] = {'kubeadm.alpha.kubernetes.io/cri-socket': 'unix:///run/containerd/containerd.sock',
+                               'node.alpha.kubernetes.io/ttl': '0'}
+        if reason is not None:
+            meta['annotations']['gpucluster.io/reason'] = reason
+    spec = {'podCIDR': '10.244.2.0/24', 'podCIDRs': ['10.244.2.0/24']}
+    if taints is not None:
+        spec['taints'] = taints
+    if unschedulable is not None:
+        spec['unschedulable'] = unschedulable
+    return {'apiVersion': 'v1', 'kind': 'Node', 'metadata': meta, 'spec': spec,
+            'status': {'addresses': [{'type': 'InternalIP', 'address': '10.213.12.12'}],
+                       'nodeInfo': {'kubeletVersion': 'v1.35.0', 'containerRuntimeVersion': 'containerd://1.7.24'}}}
+
+
+def _pointer(doc, path):
+    parts = [p.replace('~1', '/').replace('~0', '~') for p in path.split('/')[1:]]
+    for part in parts[:-1]:
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc, parts[-1]
+
+
+def _apply(doc, ops):
+    """RFC 6902 as the API server applies it (add, remove, test), all or nothing: enough to prove the patches."""
+    import copy
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        parent, key = _pointer(doc, op['path'])
+        if op['op'] == 'test':
+            current = parent[int(key)] if isinstance(parent, list) else parent[key]
+            if current != op['value']:
+                raise ValueError('test failed at %s' % op['path'])
+        elif op['op'] == 'add':
+            if isinstance(parent, list):
+                parent.insert(len(parent) if key == '-' else int(key), op['value'])
+            else:
+                parent[key] = op['value']
+        elif op['op'] == 'remove':
+            del parent[int(key) if isinstance(parent, list) else key]
+    return doc
+
+
+@pytest.mark.parametrize('node, held, hold, operator', [
+    (_k8s(), False, None, ()),
+    (_k8s([GPU_TAINT, CP_TAINT, UNREACHABLE]), False, None, ()),             # standing and Kubernetes' own taints
+    (_k8s([OURS_TAINT], OURS), True, sc.Hold('health', 'gpu1 row remap pending', False), ()),
+    (_k8s([GPU_TAINT, OURS_TAINT], OURS, unschedulable=True), True,          # our health taint, an operator's cordon
+     sc.Hold('health', 'gpu1 row remap pending', False), ('CORDONED',)),
+    (_k8s([OURS_TAINT, CORDON_MIRROR], UPGRADE, unschedulable=True), True, sc.Hold('upgrade', 'upgrade', False), ()),
+    (_k8s(unschedulable=True), True, None, ('CORDONED',)),                  # an operator's cordon
+    (_k8s([OURS_TAINT]), True, None, ()),                                   # our taint, no reason: not ours to lift
+    (_k8s([OURS_TAINT], OURS + ' - RMA 4711'), True, None, ()),              # an operator edited the reason
+    (_k8s([{'key': 'example.com/maintenance', 'effect': 'NoExecute'}]), False, None,
+     ('TAINT example.com/maintenance:NoExecute',)),
+    (_k8s([{'key': 'example.com/soft', 'effect': 'PreferNoSchedule'}]), False, None, ()),
+    (_k8s([{'key': 'node.kubernetes.io/out-of-service', 'value': 'nodeshutdown', 'effect': 'NoExecute'}]), False, None,
+     ('TAINT node.kubernetes.io/out-of-service=nodeshutdown:NoExecute',)),
+    (_k8s([{'key': 'gpucluster.io/health', 'value': 'critical', 'effect': 'NoExecute'}], OURS), False, None,
+     ('TAINT gpucluster.io/health=critical:NoExecute',)),
+    (_k8s(name=''), False, None, ('UNKNOWN',)),
+])
+def test_kubernetes_parse_state(node, held, hold, operator):
+    for given_as in (json.dumps(node), node, {'apiVersion': 'v1', 'kind': 'List', 'items': [node]}):
+        state = sc.Kubernetes.parse_state(given_as)
+        assert (state.held, state.hold, state.operator) == (held, hold, operator)
+
+
+@pytest.mark.parametrize('node, want, source, action', [
+    (_k8s([GPU_TAINT]), 'hold', 'health', 'drain'),
+    (_k8s([GPU_TAINT]), 'release', 'health', 'none'),
+    (_k8s([OURS_TAINT], OURS), 'release', 'health', 'resume'),
+    (_k8s([OURS_TAINT], OURS), 'hold', 'health', 'none'),
+    (_k8s([OURS_TAINT], OURS), 'hold', 'upgrade', 'none'),                 # health holds it: its owner lifts it
+    (_k8s([OURS_TAINT], OURS), 'release', 'upgrade', 'none'),
+    (_k8s([OURS_TAINT], OURS, unschedulable=True), 'release', 'health', 'none'),   # an operator's cordon too
+    (_k8s(unschedulable=True), 'hold', 'upgrade', 'none'),                  # an operator's cordon is never taken over
+    (_k8s(unschedulable=True), 'release', 'upgrade', 'none'),
+    (_k8s([OURS_TAINT, CORDON_MIRROR], UPGRADE, unschedulable=True), 'release', 'upgrade', 'resume'),
+    (_k8s([{'key': 'example.com/maintenance', 'effect': 'NoSchedule'}]), 'hold', 'health', 'none'),
+    (_k8s([OURS_TAINT], 'maintenance by Alice'), 'release', 'health', 'none'),
+])
+def test_kubernetes_decisions(node, want, source, action):
+    state = sc.Kubernetes.parse_state(node)
+    assert sc.decide(state, want, source, 'gpu1 row remap pending').action == action
+
+
+@pytest.mark.parametrize('node', [
+    _k8s(), _k8s([]), _k8s([GPU_TAINT, CP_TAINT]), _k8s([GPU_TAINT], annotations=False),
+])
+@pytest.mark.parametrize('source, cordons', [('health', False), ('upgrade', True), ('decommission', True)])
+def test_kubernetes_hold_and_release_round_trip(node, source, cordons):
+    kube = sc.Kubernetes('/usr/bin/kubectl')
+    before = sc.Kubernetes.parse_state(node)
+    hold = sc.decide(before, 'hold', source, 'gpu1 row remap pending')
+    argv = kube.action_argv('gpu2', hold, node)
+    assert argv[:5] == ['/usr/bin/kubectl', 'patch', 'node', 'gpu2', '--type=json'] and argv[5].startswith('--patch=')
+    held = _apply(node, json.loads(argv[5][len('--patch='):]))
+    state = sc.Kubernetes.parse_state(held)
+    assert (state.held, state.ours, state.operator) == (True, True, ())
+    assert state.hold.source == source and held['metadata']['annotations']['gpucluster.io/reason'] == hold.reason
+    assert held['spec'].get('unschedulable', False) is cordons
+    # Whatever taint the node had stays; ours is added once.
+    assert [t for t in held['spec']['taints'] if t != OURS_TAINT] == (node['spec'].get('taints') or [])
+    assert sc.decide(state, 'hold', source, 'gpu1 row remap pending').action == 'none'
+    release = sc.decide(state, 'release', source)
+    released = _apply(held, json.loads(kube.action_argv('gpu2', release, held)[5][len('--patch='):]))
+    assert released['spec'].get('taints', []) == (node['spec'].get('taints') or [])
+    assert 'unschedulable' not in released['spec']
+    assert 'gpucluster.io/reason' not in released['metadata']['annotations']
+
+
+def test_kubernetes_patch_is_refused_when_the_node_changed_since_it_was_read():
+    kube = sc.Kubernetes()
+    read = _k8s([GPU_TAINT])
+    hold_argv = kube.action_argv('gpu2', sc.decide(sc.Kubernetes.parse_state(read), 'hold', 'health', 'x'), read)
+    meanwhile = _k8s([GPU_TAINT, {'key': 'example.com/maintenance', 'effect': 'NoExecute'}])
+    # The operator's taint, added after the read, moved the end of the list: the test operation fails.
+    meanwhile['spec']['taints'] = [meanwhile['spec']['taints'][1], GPU_TAINT]
+    with pytest.raises(ValueError, match='test failed at /spec/taints/0'):
+        _apply(meanwhile, json.loads(hold_argv[5][len('--patch='):]))
+    held = _k8s([OURS_TAINT], OURS)
+    release_argv = kube.action_argv('gpu2', sc.decide(sc.Kubernetes.parse_state(held), 'release', 'health'), held)
+    edited = _k8s([OURS_TAINT], OURS + ' - RMA 4711')
+    with pytest.raises(ValueError, match='test failed at /metadata/annotations/gpucluster.io~1reason'):
+        _apply(edited, json.loads(release_argv[5][len('--patch='):]))
+
+
+def test_kubernetes_argv_and_names():
+    kube = sc.Kubernetes()
+    assert kube.show_argv('gpu2') == ['kubectl', 'get', 'node', 'gpu2', '--output=json']
+    assert kube.action_argv('gpu2', sc.Decision('none', None, ''), _k8s()) is None
+    with pytest.raises(ValueError, match='needs the node as kubectl printed it'):
+        kube.action_argv('gpu2', sc.Decision('drain', OURS, ''), None)
+    two = {'kind': 'NodeList', 'items': [_k8s(name='gpu1'), _k8s([OURS_TAINT], OURS)]}
+    assert sc.Kubernetes.parse_state(two, 'gpu2').hold.source == 'health'
+    assert sc.Kubernetes.parse_state(json.dumps(two), 'gpu1').held is False
+    for bad, message in ((two, 'printed 2 nodes'), ('[]', 'printed no node'),
+                         ('{"kind": "List", "items": []}', 'printed no node')):
+        with pytest.raises(ValueError, match=message):
+            sc.Kubernetes.parse_state(bad)
+    with pytest.raises(ValueError, match="no node named 'gpu9'"):
+        sc.Kubernetes.parse_state(two, 'gpu9')
+    with pytest.raises(ValueError):
+        sc.Kubernetes.parse_state('not json')
+    with pytest.raises(ValueError, match='is a JSON object'):
+        sc.Kubernetes.parse_node(['x'])

@@ -143,7 +143,7 @@ def test_build_stack_ubuntu_gpu_node(own_fixtures_dir):
         'nvidia_container_toolkit': '1.16.2-1', 'containerd': '1.7.22-1',
         'docker': '27.3.1-1~ubuntu.22.04~jammy', 'rdma_core': '2404mlnx51-1.2404066',
         'ofed': '2.8.0-0.0.1', 'hca_firmware': '28.39.1002', 'gpu_vbios': '96.00.99.00.01',
-        'slurm': '23.11.10-1', 'munge': '0.5.14-6', 'kubelet': None, 'dcgm': '3.3.8',
+        'slurm': '23.11.10-1', 'munge': '0.5.14-6', 'kubelet': None, 'kubeadm': None, 'kubectl': None, 'dcgm': '3.3.8',
         'python': '3.10.12',
     }
     assert [t['version'] for t in toolkits] == ['12.2.2', '12.4.1']

@@ -224,3 +224,44 @@ def test_settings_of_an_older_release_still_load(tmp_path):
     path.write_text(json.dumps({'program': '/bin/true', 'node_name': 'n', 'reason_prefix': 'maint', 'scontrol': None}))
     cfg = hc.load_settings(str(path))
     assert cfg['scontrol'] == 'scontrol' and 'prefix' not in cfg
+
+
+def _racing_scontrol(tmp_path, before, after):
+    """A scontrol whose node is resumed by someone else between the wrapper's read and its update."""
+    state = tmp_path / 'race-state'
+    state.write_text(before)
+    return _script(str(tmp_path / 'scontrol-race'),
+                   'case " $* " in *" show "*) cat %s ;;\n'
+                   '  *) printf "%%s" "%s" > %s; echo "slurm_update error: Invalid node state specified" >&2; exit 1 ;;\n'
+                   'esac\n' % (state, after.replace('"', '\\"'), state))
+
+
+@pytest.mark.parametrize('after, code, says', [
+    ('NodeName=node2 State=IDLE Partitions=gpu\n', 0,
+     'node2: no longer held (resumed by someone else between the read and the resume) '
+     '(%s update NodeName=node2: slurm_update error: Invalid node state specified)'),
+    ('NodeName=node2 State=IDLE+DRAIN Reason=%s [root@t]\n' % OURS, 1,
+     '%s update NodeName=node2 failed: slurm_update error: Invalid node state specified'),
+])
+def test_main_rereads_the_node_when_its_resume_fails(cluster, tmp_path, capsys, after, code, says):
+    configure, _log = cluster
+    cfg = configure("echo '{\"status\": \"ok\", \"issues\": []}'; exit 0\n")
+    with open(cfg) as f:
+        data = json.load(f)
+    data['scontrol'] = _racing_scontrol(tmp_path, 'NodeName=node2 State=IDLE+DRAIN Reason=%s [root@t]\n' % OURS, after)
+    with open(cfg, 'w') as f:
+        json.dump(data, f)
+    assert hc.main([cfg]) == code
+    assert says % data['scontrol'] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('action, state, done', [
+    ('resume', 'NodeName=n State=IDLE', True),
+    ('resume', 'NodeName=n State=IDLE+DRAIN Reason=%s' % OURS, False),
+    ('drain', 'NodeName=n State=IDLE+DRAIN Reason=%s' % OURS, True),
+    ('drain', 'NodeName=n State=IDLE+DRAIN Reason=operator: fan swap', False),
+    ('drain', 'NodeName=n State=IDLE', False),
+])
+def test_settled_after_a_failed_command(action, state, done):
+    decision = sc.Decision(action, OURS if action == 'drain' else None, 'x')
+    assert sc.settled(decision, sc.Slurm.parse_line(state))[0] is done

@@ -1,0 +1,60 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render role templates and expressions with Ansible's own templar, in a process of its own.
+
+test_k8s_roles.py runs this file with the interpreter of the tests: Ansible's collection loader must be set up
+before anything imports ``ansible_collections.gpucluster.core`` (the collection's filters are then found by
+name, as in a play), which the test process cannot promise once other test modules imported the collection
+directly. Reads a JSON list of jobs on stdin, each {"role", "variables", "template" or "expression"}, with the
+role's defaults and vars/main.yml under the job's variables; writes the list of results as JSON.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import json
+import os
+import sys
+
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+COLLECTIONS = os.path.join(REPO, 'collections')
+
+
+def main():
+    from ansible.plugins.loader import init_plugin_loader
+    init_plugin_loader([COLLECTIONS])
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:  # pragma: no cover - ansible-core before 2.19 trusts every string
+        def trust_as_template(value):
+            return value
+
+    def trust(value):
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, dict):
+            return dict((k, trust(v)) for k, v in value.items())
+        if isinstance(value, list):
+            return [trust(v) for v in value]
+        return value
+
+    results = []
+    for job in json.load(sys.stdin):
+        variables = {}
+        for part in ('defaults', 'vars'):
+            with open(os.path.join(REPO, 'roles', job['role'], part, 'main.yml')) as handle:
+                variables.update(yaml.safe_load(handle) or {})
+        variables.update(job['variables'])
+        templar = Templar(loader=DataLoader(), variables=trust(variables))
+        if 'template' in job:
+            with open(os.path.join(REPO, 'roles', job['role'], 'templates', job['template'])) as handle:
+                results.append(templar.template(trust_as_template(handle.read())))
+        else:
+            results.append(templar.template(trust_as_template(job['expression'])))
+    json.dump(results, sys.stdout)
+
+
+if __name__ == '__main__':
+    main()
