@@ -1,7 +1,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Distributed training smoke test of playbooks/validate.yml, started by torchrun on every node.
 
-Each rank joins the process group (NCCL on GPUs, gloo without), all-reduces a tensor holding
+Each rank joins the process group with the backend the playbook asks for (GPUCLUSTER_DDP_BACKEND:
+NCCL on GPU nodes, gloo where no node has a GPU; a rank asked for NCCL that sees no GPU says so and
+fails), all-reduces a tensor holding
 rank + 1, checks the sum is 1 + 2 + ... + world_size and prints one line:
 ``gpucluster-ddp rank=R world=W local_rank=L host=H backend=B sum=S expected=E result=ok|wrong``.
 Exit status 1 on a wrong sum; a rank that cannot join makes torchrun fail.
@@ -18,6 +20,13 @@ def main():
     backend = os.environ.get('GPUCLUSTER_DDP_BACKEND') or ('nccl' if torch.cuda.is_available() else 'gloo')
     local_rank = int(os.environ.get('LOCAL_RANK', '0'))
     device = torch.device('cpu')
+    if backend == 'nccl' and not torch.cuda.is_available():
+        # The playbook asked for NCCL (the nodes have GPUs) but this rank sees none: say so, never fall
+        # back to gloo (that would pass a job that cannot train on the GPUs).
+        print('gpucluster-ddp rank=%s world=%s local_rank=%d host=%s backend=nccl-without-gpu sum=0 expected=0 '
+              'result=no_gpu' % (os.environ.get('RANK', '?'), os.environ.get('WORLD_SIZE', '?'), local_rank,
+                                 socket.gethostname()), flush=True)
+        return 1
     if backend == 'nccl':
         torch.cuda.set_device(local_rank)
         device = torch.device('cuda', local_rank)

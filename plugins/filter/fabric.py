@@ -90,6 +90,60 @@ def fabric_server_owner(ss_output, port, pid):
     return _guard(fabric_matrix.server_owner, ss_output, port, pid)
 
 
+def _lines(text):
+    """``ss`` output as text, or as its lines (a register's ``stdout_lines`` slice)."""
+    if isinstance(text, (list, tuple)):
+        return '\n'.join(str(line) for line in text)
+    return text
+
+
+def fabric_listening(ss_output, ports):
+    """fabric_matrix.listening: the ports of ``ports`` something listens on (``ss -Hltnp`` text or lines)."""
+    return _guard(fabric_matrix.listening, _lines(ss_output), _ports(ports, 'fabric_listening'))
+
+
+def fabric_server_owners(ss_output, ports, pids):
+    """fabric_matrix.server_owners: ``[{ours, cause, reason}]``, one per (port, pid) of our servers
+    (``ss -Hltnp`` text or lines)."""
+    return _guard(fabric_matrix.server_owners, _lines(ss_output), _ports(ports, 'fabric_server_owners'), list(pids or []))
+
+
+def _ports(ports, name):
+    try:
+        return [int(p) for p in ports]
+    except (TypeError, ValueError):
+        raise AnsibleFilterError('%s: ports must be a list of whole numbers, got %r' % (name, ports))
+
+
+def fabric_rail_ports(rails, base_port):
+    """The TCP port of each rail's ib_write_bw server: ``base_port`` + rail number."""
+    try:
+        base = int(base_port)
+        return [base + int(rail) for rail in rails]
+    except (TypeError, ValueError):
+        raise AnsibleFilterError('fabric_rail_ports: rails and base_port must be whole numbers, got %r and %r'
+                                 % (rails, base_port))
+
+
+def fabric_rail_rounds(rounds, rails):
+    """fabric_matrix.rail_rounds: ``[[{a, b, rails}]]``, every rail of a pair measured at once."""
+    return _guard(fabric_matrix.rail_rounds, rounds, list(rails))
+
+
+def fabric_rail_retest_rounds(plans):
+    """fabric_matrix.rail_retest_rounds: the retest of every rail in rounds of ``{a, b, rails}``."""
+    return _guard(fabric_matrix.rail_retest_rounds, plans)
+
+
+def fabric_rail_floors(rails_by_host, efficiency=None, expected_rate_gbps=None, bidirectional=True):
+    """fabric_matrix.rail_floors: the floor of each rail; ``efficiency`` empty means the default
+    (fabric_matrix.DEFAULT_RDMA_EFFICIENCY)."""
+    efficiency = _optional(efficiency)
+    return _guard(fabric_matrix.rail_floors, rails_by_host,
+                  fabric_matrix.DEFAULT_RDMA_EFFICIENCY if efficiency is None else efficiency,
+                  _optional(expected_rate_gbps), bool(bidirectional))
+
+
 def fabric_plan_estimate(node_count, seconds_per_pair=10, rails=1, rails_in_parallel=True):
     """fabric_matrix.plan_estimate: pairs, rounds and time of the schedule."""
     return _guard(fabric_matrix.plan_estimate, node_count, seconds_per_pair, rails, bool(rails_in_parallel))
@@ -152,6 +206,34 @@ def perftest_cuda_support(help_text):
     return _guard(perftest.cuda_support, help_text)
 
 
+def perftest_argv(path, rail, tcp_port, size=8388608, seconds=5, bidirectional=True, cuda=None, extra=None,
+                  server=None):
+    """perftest.bw_argv for one side of a pair on ``rail`` (a fabric_rails rail: hca, port, gid_index)."""
+    if not isinstance(rail, dict):
+        raise AnsibleFilterError('perftest_argv: rail must be a rail of fabric_rails, got %r' % (rail,))
+    try:
+        numbers = [int(tcp_port), int(size), int(seconds)]
+    except (TypeError, ValueError):
+        raise AnsibleFilterError('perftest_argv: tcp_port, size and seconds must be whole numbers, got %r, %r, %r'
+                                 % (tcp_port, size, seconds))
+    return _guard(perftest.bw_argv, path, rail.get('hca'), rail.get('port') or 1, rail.get('gid_index'), numbers[0],
+                  numbers[1], numbers[2], bool(bidirectional), cuda, extra, _optional(server))
+
+
+def perftest_cuda_args(gpu_address, support, gpus=None, dmabuf=False):
+    """perftest.cuda_args: ``{args, gpu, note, error}``, the GPU memory options of the rail whose nearest GPU
+    is at ``gpu_address`` (so that ``rails | map(attribute='gpu') | map('perftest_cuda_args', ...)`` works)."""
+    return _guard(perftest.cuda_args, support, _optional(gpu_address), gpus, bool(dmabuf))
+
+
+def perftest_pair(client_output, owner=None, server_output=None, client_rc=None):
+    """perftest.pair_result: one pair of a rail from the client's output and who held the server's port
+    (``server_output``: text, or a list of texts such as the server's stdout and stderr)."""
+    if isinstance(server_output, (list, tuple)):
+        server_output = '\n'.join(str(part) for part in server_output if part)
+    return _guard(perftest.pair_result, client_output, owner, server_output, client_rc)
+
+
 def nccl_busbw(output):
     """``{gbytes, size, avg_gbytes, error, hosts, ranks, wrong}``: the largest size's bus bandwidth."""
     return validate_report.nccl_busbw(output)
@@ -199,6 +281,21 @@ def validate_drain_plan(report):
     return _guard(validate_report.drain_plan, report)
 
 
+def validate_rail_entry(floor_and_verdict, tool='ib_write_bw -b'):
+    """The report's record of one RDMA rail from ``(floor, verdict)`` (``floors | zip(verdicts)``)."""
+    return _guard(validate_report.rail_entry, floor_and_verdict, tool)
+
+
+def validate_rail_check(entry):
+    """The ``rdma_pairs rail N (hca)`` check of a rail entry."""
+    return _guard(validate_report.rail_check, entry)
+
+
+def validate_drain_withheld(report):
+    """Why a run that blames nodes drains none of them (more than half blamed over all checks), or None."""
+    return _guard(validate_report.drain_withheld, report)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -216,9 +313,18 @@ class FilterModule(object):
             'fabric_mtu_plan': fabric_mtu_plan,
             'fabric_server_owner': fabric_server_owner,
             'fabric_plan_estimate': fabric_plan_estimate,
+            'fabric_rail_floors': fabric_rail_floors,
+            'fabric_rail_retest_rounds': fabric_rail_retest_rounds,
+            'fabric_rail_rounds': fabric_rail_rounds,
+            'fabric_server_owners': fabric_server_owners,
+            'fabric_listening': fabric_listening,
+            'fabric_rail_ports': fabric_rail_ports,
             'iperf3_gbps': iperf3_gbps,
             'perftest_gbps': perftest_gbps,
             'perftest_cuda_support': perftest_cuda_support,
+            'perftest_pair': perftest_pair,
+            'perftest_cuda_args': perftest_cuda_args,
+            'perftest_argv': perftest_argv,
             'nccl_busbw': nccl_busbw,
             'nccl_transport': nccl_transport,
             'nccl_node_verdict': nccl_node_verdict,
@@ -229,4 +335,7 @@ class FilterModule(object):
             'validate_report_markdown': validate_report_markdown,
             'validate_report_prom': validate_report_prom,
             'validate_drain_plan': validate_drain_plan,
+            'validate_drain_withheld': validate_drain_withheld,
+            'validate_rail_entry': validate_rail_entry,
+            'validate_rail_check': validate_rail_check,
         }

@@ -738,6 +738,119 @@ def server_owner(ss_output, port, pid):
     return {'ours': True, 'cause': None, 'reason': 'port %d is held by our server (pid %d)' % (port, pid)}
 
 
+def listening(ss_output, ports):
+    """The ports of ``ports`` that something listens on, from ``ss -Hltnp`` output (in the order given)."""
+    if not isinstance(ports, (list, tuple)):
+        raise MatrixInputError('ports must be a list of TCP ports, got %s' % _quote(repr(ports), 60))
+    return [port for port in ports if listeners(ss_output, port)]
+
+
+def server_owners(ss_output, ports, pids):
+    """:func:`server_owner` for each (port, pid) of the servers we started; a pid that is not a whole
+    number above 0 (its pid file was never written: the server did not start) gives ``not_listening``
+    when nothing listens and ``port_taken`` when another process does."""
+    if not isinstance(ports, (list, tuple)) or not isinstance(pids, (list, tuple)) or len(ports) != len(pids):
+        raise MatrixInputError('ports and pids must be lists of the same length (one pid per server), got %s and %s'
+                               % (_quote(repr(ports), 60), _quote(repr(pids), 60)))
+    owners = []
+    for port, pid in zip(ports, pids):
+        try:
+            pid = int(str(pid).strip())
+        except ValueError:
+            pid = 0
+        if pid < 1:
+            found = listeners(ss_output, port)
+            owners.append({'ours': False, 'cause': 'port_taken' if found else 'not_listening',
+                           'reason': ('port %d is held by %s; our server did not start' % (port, '; '.join(
+                               '/'.join(e['names']) or 'an unnamed process' for e in found)))
+                           if found else 'our server on port %d did not start' % port})
+        else:
+            owners.append(server_owner(ss_output, port, pid))
+    return owners
+
+
+# --------------------------------------------------------------------------- rails: rounds and floors
+
+def _rail_list(rails, name='rails'):
+    if not isinstance(rails, (list, tuple)) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in rails):
+        raise MatrixInputError('%s must be a list of rail numbers (0, 1, ...), got %s' % (name, _quote(repr(rails), 60)))
+    return list(rails)
+
+
+def rail_rounds(rounds, rails):
+    """The pair rounds with every rail of each pair measured at once: ``[[{a, b, rails}, ...], ...]``
+    (a pair's rails run side by side on their own HCAs and ports; a node is in one pair per round)."""
+    rails = _rail_list(rails)
+    if not isinstance(rounds, (list, tuple)):
+        raise MatrixInputError('rounds must be a list of rounds of [a, b] pairs')
+    out = []
+    for rnd in rounds:
+        if not isinstance(rnd, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in rnd):
+            raise MatrixInputError('each round must be a list of [a, b] pairs, got %s' % _quote(repr(rnd), 80))
+        out.append([{'a': p[0], 'b': p[1], 'rails': list(rails)} for p in rnd])
+    return out
+
+
+def rail_retest_rounds(plans):
+    """Rounds of the retest over every rail: ``plans`` lists each rail's :func:`retest_plan` (index =
+    rail); a pair retested on several rails is measured once with those rails side by side. Returns
+    ``[[{a, b, rails}, ...], ...]``, a node in one pair per round."""
+    if not isinstance(plans, (list, tuple)):
+        raise MatrixInputError('plans must list the retest plan of each rail')
+    wanted = []
+    for rail, plan in enumerate(plans):
+        if not isinstance(plan, dict) or not isinstance(plan.get('pairs'), list):
+            raise MatrixInputError('plans[%d] must be a retest plan (a dict with pairs)' % rail)
+        for pair in plan['pairs']:
+            key = tuple(pair)
+            for entry in wanted:
+                if entry['pair'] in (key, key[::-1]):
+                    if rail not in entry['rails']:
+                        entry['rails'].append(rail)
+                    break
+            else:
+                wanted.append({'pair': key, 'rails': [rail]})
+    rails_of = dict((entry['pair'], entry['rails']) for entry in wanted)
+    return [[{'a': a, 'b': b, 'rails': rails_of[(a, b)]} for a, b in rnd]
+            for rnd in schedule([entry['pair'] for entry in wanted])]
+
+
+def rail_floors(rails_by_host, efficiency=DEFAULT_RDMA_EFFICIENCY, expected_rate_gbps=None, bidirectional=True):
+    """The absolute floor of each rail across the nodes (:func:`rail_floor` over every node's port on
+    that rail): ``[{rail, hcas: {host: hca}, link_layer, line_rate_gbps, floor_gbps, slow_ports, unknown,
+    note}]``. ``rails_by_host`` maps host -> its :func:`nccl_rails` rails (they must match:
+    :func:`check_rails`). A rail whose port rates are all unknown, with no expected rate, has no floor
+    (``floor_gbps`` None) and a note saying to set the expected rate."""
+    if not isinstance(rails_by_host, dict) or not rails_by_host:
+        raise MatrixInputError('rails_by_host must map each host to its list of rails')
+    counts = set(len(r) if isinstance(r, list) else -1 for r in rails_by_host.values())
+    if len(counts) != 1 or -1 in counts:
+        raise MatrixInputError('rails_by_host must give every host the same number of rails (check_rails first)')
+    floors = []
+    for index in range(counts.pop()):
+        rates, hcas, layers = {}, {}, []
+        for host in sorted(rails_by_host):
+            rail = rails_by_host[host][index]
+            if not isinstance(rail, dict):
+                raise MatrixInputError('rails_by_host[%s][%d] must be a rail (a dict)' % (_quote(host, 60), index))
+            rate = rail.get('rate_gbps')
+            rates[host] = rate if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 else None
+            hcas[host] = rail.get('hca')
+            if rail.get('link_layer') not in layers:
+                layers.append(rail.get('link_layer'))
+        entry = {'rail': index, 'hcas': hcas, 'link_layer': '/'.join(str(x) for x in layers)}
+        if expected_rate_gbps is None and all(r is None for r in rates.values()):
+            entry.update({'line_rate_gbps': None, 'floor_gbps': None, 'slow_ports': [], 'unknown': sorted(rates),
+                          'note': 'no port rate readable on rail %d and no expected rate: no absolute floor (set '
+                                  'validate_rdma_expected_rate_gbps)' % index})
+        else:
+            entry.update(rail_floor(rates, efficiency, expected_rate_gbps, bidirectional))
+            entry['note'] = None
+        floors.append(entry)
+    return floors
+
+
 # --------------------------------------------------------------------------- schedule size
 
 def plan_estimate(node_count, seconds_per_pair=10, rails=1, rails_in_parallel=True):

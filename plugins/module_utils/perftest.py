@@ -210,3 +210,142 @@ def cuda_support(help_text):
     return {'cuda': '--use_cuda=' in text,
             'cuda_bus_id': '--use_cuda_bus_id=' in text,
             'dmabuf': '--use_cuda_dmabuf' in text}
+
+
+# --------------------------------------------------------------------------- command lines
+
+# Options bw_argv sets itself: a site's extra arguments may not set them again (perftest takes the last
+# one, so an extra "-D 60" would silently outlast every timeout built on our duration).
+OWN_OPTIONS = ('-d', '--ib-dev', '-i', '--ib-port', '-x', '--gid-index', '-p', '--port', '-s', '--size',
+               '-D', '--duration', '-b', '--bidirectional', '-F', '--CPU-freq', '--report_gbits',
+               '-n', '--iters', '-a', '--all', '-h', '--help', '--use_cuda', '--use_cuda_bus_id', '--use_cuda_dmabuf')
+MAX_SECONDS = 3600
+MAX_SIZE = 1 << 31
+
+
+def _whole(value, name, low, high):
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise PerftestInputError('%s must be a whole number from %d to %d, got %s' % (name, low, high, _quote(repr(value), 60)))
+    return value
+
+
+def _words(value, name):
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v and '\n' not in v for v in value):
+        raise PerftestInputError('%s must be a list of command-line words, got %s' % (name, _quote(repr(value), 80)))
+    return list(value)
+
+
+def bw_argv(path, device, ib_port=1, gid_index=None, tcp_port=18515, size=8388608, seconds=5, bidirectional=True,
+            cuda=None, extra=None, server=None):
+    """The command line of one side of an ``ib_write_bw`` pair (perftest's own options).
+
+    ``server`` None gives the server (it waits for one client on ``tcp_port``), an address the client
+    that connects there. ``-d``/``-i`` name the HCA and port of the rail, ``-x`` the GID index (RoCE:
+    the RoCE v2 IPv4 GID rdma_facts picked; None on InfiniBand, where perftest needs none), ``-D`` a
+    duration in seconds (every run ends on its own), ``-F`` no failure on CPU frequency scaling,
+    ``--report_gbits`` figures in Gb/s, ``-b`` both directions at once (the figure is both added).
+    ``cuda``: the options of :func:`cuda_args`; ``extra``: the site's further options, which may not
+    set any of OWN_OPTIONS.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise PerftestInputError('path must name the ib_write_bw program, got %s' % _quote(repr(path), 80))
+    if not isinstance(device, str) or not re.match(r'^[A-Za-z0-9_.:-]+$', device):
+        raise PerftestInputError('device must be an RDMA device name (mlx5_0), got %s' % _quote(repr(device), 80))
+    _whole(ib_port, 'ib_port', 1, 255)
+    if gid_index is not None:
+        _whole(gid_index, 'gid_index', 0, 65535)
+    _whole(tcp_port, 'tcp_port', 1, 65535)
+    _whole(size, 'size', 1, MAX_SIZE)
+    _whole(seconds, 'seconds', 1, MAX_SECONDS)
+    cuda = _words(cuda, 'cuda')
+    extra = _words(extra, 'extra')
+    clash = [word for word in extra if word.split('=', 1)[0] in OWN_OPTIONS]
+    if clash:
+        raise PerftestInputError('extra arguments may not set %s: the acceptance run sets them itself (%s)'
+                                 % (', '.join(clash), ' '.join(OWN_OPTIONS)))
+    if server is not None and (not isinstance(server, str) or not re.match(r'^[A-Za-z0-9_.:%-]+$', server)):
+        raise PerftestInputError('server must be the address of the server side, got %s' % _quote(repr(server), 80))
+    argv = [path, '-d', device, '-i', str(ib_port)]
+    if gid_index is not None:
+        argv += ['-x', str(gid_index)]
+    argv += ['-p', str(tcp_port), '-s', str(size), '-D', str(seconds), '-F', '--report_gbits']
+    if bidirectional:
+        argv.append('-b')
+    argv += cuda + extra
+    if server is not None:
+        argv.append(server)
+    return argv
+
+
+def cuda_args(support, gpu_address=None, gpus=None, dmabuf=False):
+    """The perftest options that put the buffers in the GPU nearest the HCA (GPUDirect RDMA):
+    ``{args, gpu, note, error}``.
+
+    ``support`` is :func:`cuda_support` of this node's perftest; ``gpu_address`` the PCI address of
+    the rail's nearest GPU (fabric_matrix.nccl_rails ``gpu``); ``gpus`` the node's GPUs as gpu_facts
+    lists them (``index``, ``pci_address``), to find that GPU's index. ``--use_cuda_bus_id=<address>``
+    where perftest has it, else ``--use_cuda=<index>``; with ``dmabuf`` also ``--use_cuda_dmabuf``.
+    ``error`` says why GPU memory cannot be measured (a perftest built without CUDA or without DMA-BUF):
+    the pair is then measured in host memory and the run says so.
+    """
+    if not isinstance(support, dict) or 'cuda' not in support:
+        raise PerftestInputError('support must be the result of perftest cuda_support (ib_write_bw --help)')
+    if gpus is not None and not isinstance(gpus, (list, tuple)):
+        raise PerftestInputError('gpus must be the list of GPU devices of gpu_facts, got %s' % _quote(repr(gpus), 80))
+    if not support['cuda']:
+        return {'args': [], 'gpu': None, 'note': None,
+                'error': 'perftest was built without CUDA (ib_write_bw --help lists no --use_cuda): GPUDirect RDMA '
+                         'cannot be measured with it; install a perftest built with CUDA (validate_perftest_path) '
+                         'or set validate_gpudirect=false'}
+    if dmabuf and not support.get('dmabuf'):
+        return {'args': [], 'gpu': None, 'note': None,
+                'error': 'perftest has no --use_cuda_dmabuf (built without DMA-BUF support): GPUDirect RDMA over '
+                         'DMA-BUF cannot be measured with it; install a newer perftest built with CUDA'}
+    address = gpu_address.lower() if isinstance(gpu_address, str) and gpu_address else None
+    index, note = None, None
+    for gpu in gpus or []:
+        if isinstance(gpu, dict) and address and str(gpu.get('pci_address') or '').lower() == address \
+                and isinstance(gpu.get('index'), int) and not isinstance(gpu.get('index'), bool):
+            index = gpu['index']
+    if address and support.get('cuda_bus_id'):
+        args = ['--use_cuda_bus_id=%s' % address]
+    elif index is not None:
+        args = ['--use_cuda=%d' % index]
+    else:
+        args = ['--use_cuda=0']
+        note = ('GPU 0 used: %s' % ('no GPU shares a PCIe switch with the HCA' if not address
+                                    else 'the GPU at %s is not in the GPU list' % address))
+    if dmabuf:
+        args.append('--use_cuda_dmabuf')
+    return {'args': args, 'gpu': address if address else index, 'note': note, 'error': None}
+
+
+def pair_result(client_output, owner=None, server_output=None, client_rc=None):
+    """One pair of one rail as the fabric verdict takes it, from the client's output, who held the
+    server's port (fabric_matrix.server_owner) and the server's own output.
+
+    A server that was not ours (``owner.cause`` ``port_taken``) makes the pair "port taken": no client
+    ran against it and no node is blamed. A server that never listened, or a client that failed, is a
+    failed measurement quoting perftest (the server's own error first: ``Couldn't listen to port``
+    makes it port taken too). A client killed by its time limit (``timeout`` exit 124/137) says so.
+    Returns :func:`measurement`'s dict.
+    """
+    if owner is not None and not (isinstance(owner, dict) and 'ours' in owner):
+        raise PerftestInputError('owner must be the result of fabric_matrix.server_owner, got %s' % _quote(repr(owner), 80))
+    server = parse(server_output) if server_output else None
+    base = {'gbps': None, 'error': None, 'cause': None, 'bytes': None, 'bidirectional': False, 'units': None}
+    if owner is not None and not owner['ours']:
+        if owner.get('cause') == 'port_taken' or (server and 'port_taken' in server['causes']):
+            return dict(base, error='port taken: %s' % owner.get('reason'), cause='port_taken')
+        said = '; '.join(server['errors'][:2]) if server and server['errors'] else 'it printed no error'
+        return dict(base, error='our ib_write_bw server did not listen (%s): %s' % (owner.get('reason'), _quote(said)))
+    result = measurement(client_output)
+    if result['error'] and client_rc in (124, 137):
+        result = dict(result, error='ib_write_bw client stopped by its time limit (timeout exit %d): %s'
+                      % (client_rc, result['error']))
+    if result['error'] and server and server['errors']:
+        cause = 'port_taken' if 'port_taken' in server['causes'] else result['cause']
+        result = dict(result, error='%s; server: %s' % (result['error'], '; '.join(server['errors'][:2])), cause=cause)
+    return result

@@ -11,7 +11,10 @@ The report is one dict built by the playbook: ``generated_at`` (ISO 8601 UTC), `
 (ordered host names), ``checks`` (``{name, node, status: passed|failed|skipped, message}``, ``node``
 is ``fleet`` for a check of the whole cluster), ``matrix`` (the final
 :func:`fabric_matrix.judge`/``apply_retest`` verdict of the bandwidth matrix, or None), ``mtu``
-(the verdict of the MTU path check, same shape) and ``tool`` (what measured the matrix).
+(the verdict of the MTU path check, same shape), ``tool`` (what measured the matrix: the management
+network's TCP matrix) and ``rails`` (the RDMA fabric: one entry per NCCL rail, ``{rail, hcas, link_layer,
+line_rate_gbps, floor_gbps, tool, verdict}`` with ``verdict`` the rail's final matrix verdict, or None
+when the rail could not be judged).
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -164,6 +167,17 @@ def _build(report, title='Cluster acceptance (validate)', suite_name='gpucluster
         headers, rows = matrix_table(matrix)
         out.table(headers, rows)
         out.bullets(_verdict_lines(matrix, 'pair'))
+    for rail in _rails(report):
+        verdict = rail.get('verdict')
+        if not verdict:
+            continue
+        hcas = sorted(set(str(h) for h in (rail.get('hcas') or {}).values()))
+        out.heading('RDMA rail %s (%s, %s): %s, both directions added' % (
+            rail.get('rail'), ', '.join(hcas) or '?', rail.get('link_layer') or '?', rail.get('tool') or 'ib_write_bw -b'))
+        headers, rows = matrix_table(verdict)
+        out.table(headers, rows)
+        out.bullets(['line rate %s Gb/s, floor %s Gb/s' % (_gbps(rail.get('line_rate_gbps')), _gbps(rail.get('floor_gbps')))]
+                    + _verdict_lines(verdict, 'pair'))
     mtu = report.get('mtu')
     if mtu:
         out.heading('MTU path check')
@@ -174,6 +188,20 @@ def _build(report, title='Cluster acceptance (validate)', suite_name='gpucluster
     out.table(['node', 'check', 'status', 'message'],
               [[c['node'], c['name'], c['status'], c.get('message')] for c in checks])
     return out
+
+
+def _rails(report):
+    rails = report.get('rails') or []
+    if not isinstance(rails, list) or not all(isinstance(r, dict) for r in rails):
+        raise ReportInputError('report rails must be a list of {rail, hcas, verdict} records')
+    return rails
+
+
+def _blamed(verdict):
+    """Bad nodes and links of a verdict that blames (none when it withheld blame)."""
+    if not verdict or verdict.get('fleet_verdict') in fabric_matrix.WITHHELD:
+        return [], []
+    return list(verdict.get('bad_nodes') or []), [list(link) for link in verdict.get('bad_links') or []]
 
 
 def _no_constant(name):
@@ -276,11 +304,12 @@ def render_prom(report, node, timestamp):
     mine = [c for c in report['checks'] if c['node'] in (node, 'fleet')]
     matrix = report.get('matrix') or {}
     mtu = report.get('mtu') or {}
+    rail_verdicts = [r['verdict'] for r in _rails(report) if r.get('verdict')]
     kinds = {
         'passed': bool(report.get('ok')),
         'failed': not report.get('ok'),
-        'bad_node': node in matrix.get('bad_nodes', ()),
-        'bad_link': any(node in link for link in matrix.get('bad_links', ())),
+        'bad_node': any(node in v.get('bad_nodes', ()) for v in [matrix] + rail_verdicts),
+        'bad_link': any(node in link for v in [matrix] + rail_verdicts for link in v.get('bad_links', ())),
         'mtu_path': node in mtu.get('bad_nodes', ()),
     }
     node_ok = kinds['passed'] and not any(c['status'] == 'failed' for c in mine if c['node'] == node) \
@@ -291,27 +320,38 @@ def render_prom(report, node, timestamp):
     samples['gpucluster_validate_last_run_timestamp_seconds'].append(('', _float(timestamp)))
     samples['gpucluster_validate_checks_failed'].append(('', str(sum(c['status'] == 'failed' for c in mine))))
     tool = report.get('tool', 'iperf3')
-    for pair in matrix.get('pairs', []):
-        if node not in (pair['a'], pair['b']):
-            continue
-        peer = pair['b'] if pair['a'] == node else pair['a']
-        out = pair['a_to_b_gbps'] if pair['a'] == node else pair['b_to_a_gbps']
-        back = pair['b_to_a_gbps'] if pair['a'] == node else pair['a_to_b_gbps']
-        for direction, value in (('out', out), ('in', back)):
-            if value is not None:
-                samples['gpucluster_validate_pair_bandwidth_bytes_per_second'].append((
-                    '{peer="%s",direction="%s",tool="%s"}' % (_label(peer), direction, _label(tool)),
-                    _float(value * 1e9 / 8)))
-        bad = pair['status'] != 'ok' and (
-            pair['a'] in matrix['bad_nodes'] or pair['b'] in matrix['bad_nodes']
-            or [pair['a'], pair['b']] in matrix['bad_links'])
-        samples['gpucluster_validate_pair_ok'].append(('{peer="%s"}' % _label(peer), '0' if bad else '1'))
+    _pair_samples(samples, node, matrix, tool, None)
+    for rail in _rails(report):
+        if rail.get('verdict'):
+            _pair_samples(samples, node, rail['verdict'], 'ib_write_bw', (rail.get('hcas') or {}).get(node) or str(rail.get('rail')))
     lines = []
     for name, text in _PROM_HELP:
         if samples[name]:
             lines += ['# HELP %s %s' % (name, text), '# TYPE %s gauge' % name]
             lines += ['%s%s %s' % (name, labels, value) for labels, value in samples[name]]
     return '\n'.join(lines) + '\n'
+
+
+def _pair_samples(samples, node, verdict, tool, rail):
+    """Pair bandwidth and pair verdict series of ``node`` from one matrix verdict (``rail``: the HCA of
+    an RDMA rail, whose figures are both directions added: direction ``both``)."""
+    for pair in verdict.get('pairs', []):
+        if node not in (pair['a'], pair['b']):
+            continue
+        peer = pair['b'] if pair['a'] == node else pair['a']
+        out = pair['a_to_b_gbps'] if pair['a'] == node else pair['b_to_a_gbps']
+        back = pair['b_to_a_gbps'] if pair['a'] == node else pair['a_to_b_gbps']
+        extra = '' if rail is None else ',rail="%s"' % _label(rail)
+        legs = (('out', out), ('in', back)) if rail is None else (('both', pair.get('gbps')),)
+        for direction, value in legs:
+            if value is not None:
+                samples['gpucluster_validate_pair_bandwidth_bytes_per_second'].append((
+                    '{peer="%s",direction="%s",tool="%s"%s}' % (_label(peer), direction, _label(tool), extra),
+                    _float(value * 1e9 / 8)))
+        bad = pair['status'] != 'ok' and (
+            pair['a'] in verdict['bad_nodes'] or pair['b'] in verdict['bad_nodes']
+            or [pair['a'], pair['b']] in verdict['bad_links'])
+        samples['gpucluster_validate_pair_ok'].append(('{peer="%s"%s}' % (_label(peer), extra), '0' if bad else '1'))
 
 
 def drain_plan(report):
@@ -321,19 +361,30 @@ def drain_plan(report):
     full-size frames to any peer. A bad link (two good nodes, one bad cable or port) drains neither end,
     and nothing is drained from a report without verdicts, nor from a verdict that withheld blame (no pair
     measured, every figure 0, every pair below the floor, more than half the nodes blamed:
-    fabric_matrix.WITHHELD)."""
+    fabric_matrix.WITHHELD). RDMA rails count like the matrix. A plan that would drain more than half the
+    validated nodes over all the checks together is empty (:func:`drain_withheld` says why)."""
     report = _check_report(report)
     stamp = report.get('generated_at') or 'unknown time'
     reasons = {}
     matrix = report.get('matrix') or {}
-    if matrix.get('fleet_verdict') not in fabric_matrix.WITHHELD:
-        for node in matrix.get('bad_nodes', ()):
-            reasons.setdefault(node, []).append('every pair below %s Gb/s (fleet %s Gb/s)' % (
-                _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
+    for node in _blamed(matrix)[0]:
+        reasons.setdefault(node, []).append('every pair below %s Gb/s (fleet %s Gb/s)' % (
+            _gbps(matrix.get('threshold_gbps')), _gbps(matrix.get('reference_gbps'))))
+    for rail in _rails(report):
+        verdict = rail.get('verdict') or {}
+        hcas = rail.get('hcas') or {}
+        for node in _blamed(verdict)[0]:
+            reasons.setdefault(node, []).append('RDMA rail %s (%s): every pair below %s Gb/s (fleet %s Gb/s)' % (
+                rail.get('rail'), hcas.get(node, '?'), _gbps(verdict.get('threshold_gbps')),
+                _gbps(verdict.get('reference_gbps'))))
     mtu = report.get('mtu') or {}
-    if mtu.get('fleet_verdict') not in fabric_matrix.WITHHELD:
-        for node in mtu.get('bad_nodes', ()):
-            reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
+    for node in _blamed(mtu)[0]:
+        reasons.setdefault(node, []).append('full-size frames to no peer (MTU path)')
+    # Every verdict alone blames at most half the nodes (fabric_matrix: more is "no fleet reference"), but
+    # different checks may each blame a different half: a run that would drain more than half the cluster
+    # drains nothing (drain_withheld says why).
+    if len(reasons) * 2 > len(report['nodes']):
+        return []
     # Our reason format (module_utils/scheduler.py): gpucluster/validate#<tag>: <time>: <findings>; ``text`` is
     # what goes after the tag (for gpucluster.core.scheduler_decide('hold', 'validate', text)).
     plan = []
@@ -342,3 +393,62 @@ def drain_plan(report):
             text = '%s: %s' % (stamp, '; '.join(reasons[node]))
             plan.append({'node': node, 'reason': make_reason('validate', text), 'text': text})
     return plan
+
+
+def drain_withheld(report):
+    """Why nothing is drained although verdicts blame nodes: more than half the validated nodes would be
+    drained over all the checks together (the measurement, not the fleet, is then suspect). None when the
+    drain plan stands."""
+    report = _check_report(report)
+    blamed = set()
+    for verdict in [report.get('matrix') or {}, report.get('mtu') or {}] + [r.get('verdict') or {} for r in _rails(report)]:
+        blamed.update(_blamed(verdict)[0])
+    if len(blamed) * 2 > len(report['nodes']):
+        return ('%d of %d nodes are blamed over all the checks (%s): more than half, so the measurement is suspect '
+                'and nothing is drained' % (len(blamed), len(report['nodes']), clip(', '.join(sorted(blamed)), 200)))
+    return None
+
+
+def rail_entry(floor_and_verdict, tool='ib_write_bw -b'):
+    """The report's record of one RDMA rail from its floor (fabric_matrix.rail_floors) and its final
+    verdict (fabric_matrix.apply_retest): ``{rail, hcas, link_layer, line_rate_gbps, floor_gbps,
+    slow_ports, note, tool, verdict}``."""
+    if not isinstance(floor_and_verdict, (list, tuple)) or len(floor_and_verdict) != 2 \
+            or not isinstance(floor_and_verdict[0], dict):
+        raise ReportInputError('rail_entry takes (rail floor, rail verdict), got %s' % quote(floor_and_verdict))
+    floor, verdict = floor_and_verdict
+    if verdict is not None and not isinstance(verdict, dict):
+        raise ReportInputError('the verdict of rail %s must be a matrix verdict, got %s' % (floor.get('rail'), quote(verdict)))
+    return {'rail': floor.get('rail'), 'hcas': floor.get('hcas') or {}, 'link_layer': floor.get('link_layer'),
+            'line_rate_gbps': floor.get('line_rate_gbps'), 'floor_gbps': floor.get('floor_gbps'),
+            'slow_ports': floor.get('slow_ports') or [], 'note': floor.get('note'), 'tool': tool, 'verdict': verdict}
+
+
+def rail_check(entry):
+    """The check of one RDMA rail (``rdma_pairs rail N (hca)``): passed when its verdict is ok."""
+    if not isinstance(entry, dict) or 'rail' not in entry:
+        raise ReportInputError('rail_check takes a rail entry (rail_entry), got %s' % quote(entry))
+    hcas = sorted(set(str(h) for h in (entry.get('hcas') or {}).values()))
+    name = 'rdma_pairs rail %s (%s)' % (entry['rail'], ', '.join(hcas) or '?')
+    verdict = entry.get('verdict')
+    if not verdict:
+        return {'name': name, 'node': 'fleet', 'status': 'failed', 'message': 'the rail was not judged'}
+    parts = ['RDMA fabric, %s: bad nodes: %s; bad links: %s; reference %s Gb/s; floor %s' % (
+        entry.get('link_layer') or '?', ', '.join(verdict['bad_nodes']) or 'none',
+        ', '.join('%s-%s' % tuple(link) for link in verdict['bad_links']) or 'none',
+        _gbps(verdict.get('reference_gbps')),
+        '%s Gb/s (line rate %s Gb/s, both directions added)' % (_gbps(entry['floor_gbps']), _gbps(entry.get('line_rate_gbps')))
+        if entry.get('floor_gbps') is not None else 'none')]
+    if verdict.get('fleet_reason'):
+        parts.append(verdict['fleet_reason'])
+    if entry.get('note'):
+        parts.append(entry['note'])
+    if entry.get('slow_ports'):
+        parts.append('ports below the line rate: %s' % ', '.join('%s at %s Gb/s' % (p['node'], p['rate_gbps'])
+                                                                 for p in entry['slow_ports'][:10]))
+    for item in verdict.get('not_reproduced') or []:
+        parts.append('not reproduced on retest: %s' % (item['node'] if 'node' in item else '%s-%s' % tuple(item['link'])))
+    bad_pairs = [p for p in verdict.get('pairs', []) if p.get('status') != 'ok']
+    parts.extend('pair %s-%s: %s' % (p['a'], p['b'], p['reason']) for p in bad_pairs[:10])
+    return {'name': name, 'node': 'fleet', 'status': 'passed' if verdict.get('ok') else 'failed',
+            'message': clip('; '.join(parts), 4000)}

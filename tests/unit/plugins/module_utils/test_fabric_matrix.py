@@ -485,6 +485,64 @@ def test_server_owner():
         fm.server_owner(SS, 5201, '805787')
 
 
+def test_listening_and_the_owner_of_each_of_our_servers():
+    assert fm.listening(SS, [5201, 6000, 18515]) == [5201, 18515]
+    owners = fm.server_owners(SS, [5201, 7001, 6000, 6001], ['805787', '1234', '', 'x'])
+    assert [o['cause'] for o in owners] == [None, 'port_taken', 'not_listening', 'not_listening']
+    assert owners[2]['reason'] == 'our server on port 6000 did not start'
+    # Our server never wrote its pid (it failed to start) while another process holds the port.
+    taken = fm.server_owners(SS, [7001], [''])[0]
+    assert taken == {'ours': False, 'cause': 'port_taken', 'reason': 'port 7001 is held by python; our server did not start'}
+    with pytest.raises(fm.MatrixInputError, match='ports and pids must be lists of the same length'):
+        fm.server_owners(SS, [5201], [])
+    with pytest.raises(fm.MatrixInputError, match='ports must be a list of TCP ports'):
+        fm.listening(SS, 5201)
+
+
+def test_rail_rounds_measure_every_rail_of_a_pair_at_once():
+    rounds = fm.round_robin(['a', 'b', 'c', 'd'])
+    got = fm.rail_rounds(rounds, [0, 1])
+    assert len(got) == 3 and all(len(r) == 2 for r in got)
+    assert got[0][0] == {'a': rounds[0][0][0], 'b': rounds[0][0][1], 'rails': [0, 1]}
+    with pytest.raises(fm.MatrixInputError, match='rails must be a list of rail numbers'):
+        fm.rail_rounds(rounds, [True])
+    with pytest.raises(fm.MatrixInputError, match='each round must be a list of'):
+        fm.rail_rounds([[['a']]], [0])
+
+
+def test_rail_retest_rounds_merge_the_rails_of_a_pair():
+    plans = [{'pairs': [['c', 'a'], ['b', 'c']]}, {'pairs': [['a', 'c']]}, {'pairs': []}]
+    got = fm.rail_retest_rounds(plans)
+    flat = [p for r in got for p in r]
+    assert {'a': 'c', 'b': 'a', 'rails': [0, 1]} in flat and {'a': 'b', 'b': 'c', 'rails': [0]} in flat
+    # c is in both pairs: two rounds, a node in one pair per round.
+    assert len(got) == 2
+    assert fm.rail_retest_rounds([]) == []
+    with pytest.raises(fm.MatrixInputError, match=r'plans\[0\] must be a retest plan'):
+        fm.rail_retest_rounds([{}])
+
+
+def _rail(hca, rate, link='InfiniBand'):
+    return {'hca': hca, 'rate_gbps': rate, 'link_layer': link}
+
+
+def test_rail_floors_from_each_port_rate():
+    rails = {'n1': [_rail('mlx5_0', 400), _rail('mlx5_1', 400)], 'n2': [_rail('mlx5_0', 200), _rail('mlx5_3', 400)]}
+    got = fm.rail_floors(rails)
+    assert [f['floor_gbps'] for f in got] == [720.0, 720.0]        # 0.9 x 400 x 2 (both directions added)
+    assert got[0]['slow_ports'] == [{'node': 'n2', 'rate_gbps': 200.0}] and got[1]['hcas'] == {'n1': 'mlx5_1', 'n2': 'mlx5_3'}
+    # The site's stated rate holds every port to it: a fabric that trained at HDR everywhere fails.
+    slow = {'n1': [_rail('mlx5_0', 200)], 'n2': [_rail('mlx5_0', 200)]}
+    assert fm.rail_floors(slow, 0.9, 400)[0]['floor_gbps'] == 720.0
+    assert fm.rail_floors(slow, 0.5, None, False)[0]['floor_gbps'] == 100.0
+    unknown = fm.rail_floors({'n1': [_rail('mlx5_0', None)], 'n2': [_rail('mlx5_0', None)]})[0]
+    assert unknown['floor_gbps'] is None and 'set validate_rdma_expected_rate_gbps' in unknown['note']
+    with pytest.raises(fm.MatrixInputError, match='must give every host the same number of rails'):
+        fm.rail_floors({'n1': [_rail('mlx5_0', 400)], 'n2': []})
+    with pytest.raises(fm.MatrixInputError, match='efficiency must be above 0'):
+        fm.rail_floors(rails, 0)
+
+
 # --------------------------------------------------------------------------- schedule size
 
 @pytest.mark.parametrize('n, pairs, rounds, scheduled, serial', [

@@ -5,6 +5,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 import pytest
 
@@ -120,3 +121,103 @@ def test_cuda_support_from_help():
         {'cuda': False, 'cuda_bus_id': False, 'dmabuf': False}
     with pytest.raises(perftest.PerftestInputError, match='must be text'):
         perftest.cuda_support(b'--use_cuda=')
+
+
+# --------------------------------------------------------------------------- command lines of a pair
+
+RAIL_ARGS = dict(ib_port=1, gid_index=3, tcp_port=18516, size=8388608, seconds=5)
+
+
+def test_server_and_client_command_lines():
+    server = perftest.bw_argv('ib_write_bw', 'mlx5_1', **RAIL_ARGS)
+    assert server == ['ib_write_bw', '-d', 'mlx5_1', '-i', '1', '-x', '3', '-p', '18516', '-s', '8388608', '-D', '5',
+                      '-F', '--report_gbits', '-b']
+    client = perftest.bw_argv('/opt/perftest/ib_write_bw', 'mlx5_1', cuda=['--use_cuda_bus_id=0000:18:00.0'],
+                              extra=['-q', '4'], server='10.0.0.2', **RAIL_ARGS)
+    assert client[-5:] == ['-b', '--use_cuda_bus_id=0000:18:00.0', '-q', '4', '10.0.0.2']
+    # InfiniBand: no GID index (perftest needs none); one direction only when asked.
+    ib = perftest.bw_argv('ib_write_bw', 'mlx5_0', 1, None, 18515, 65536, 2, bidirectional=False)
+    assert '-x' not in ib and '-b' not in ib
+
+
+@pytest.mark.parametrize('kwargs, says', [
+    ({'extra': ['-D', '60']}, 'extra arguments may not set -D'),
+    ({'extra': ['--duration=60']}, 'extra arguments may not set --duration=60'),
+    ({'extra': ['--use_cuda=1']}, 'may not set --use_cuda=1'),
+    ({'extra': '-q 4'}, 'extra must be a list of command-line words'),
+    ({'seconds': 0}, 'seconds must be a whole number from 1 to 3600'),
+    ({'seconds': True}, 'seconds must be a whole number'),
+    ({'tcp_port': 70000}, 'tcp_port must be a whole number from 1 to 65535'),
+    ({'size': 0}, 'size must be a whole number from 1'),
+    ({'gid_index': -1}, 'gid_index must be a whole number from 0 to 65535'),
+    ({'device': 'mlx5_0; reboot'}, 'device must be an RDMA device name'),
+    ({'server': 'a b'}, 'server must be the address of the server side'),
+    ({'path': ''}, 'path must name the ib_write_bw program'),
+])
+def test_command_lines_refuse_bad_arguments(kwargs, says):
+    args = dict(path='ib_write_bw', device='mlx5_0', **RAIL_ARGS)
+    args.update(kwargs)
+    with pytest.raises(perftest.PerftestInputError, match=re.escape(says)):
+        perftest.bw_argv(**args)
+
+
+CUDA_ALL = {'cuda': True, 'cuda_bus_id': True, 'dmabuf': True}
+CUDA_OLD = {'cuda': True, 'cuda_bus_id': False, 'dmabuf': False}
+NO_CUDA = {'cuda': False, 'cuda_bus_id': False, 'dmabuf': False}
+GPUS = [{'index': 0, 'pci_address': '0000:18:00.0'}, {'index': 3, 'pci_address': '0000:9A:00.0'}]
+
+
+@pytest.mark.parametrize('support, address, dmabuf, args, note', [
+    (CUDA_ALL, '0000:9a:00.0', True, ['--use_cuda_bus_id=0000:9a:00.0', '--use_cuda_dmabuf'], None),
+    (CUDA_OLD, '0000:9a:00.0', False, ['--use_cuda=3'], None),      # the index of the GPU at that address
+    (CUDA_OLD, '0000:aa:00.0', False, ['--use_cuda=0'], 'GPU 0 used: the GPU at 0000:aa:00.0 is not in the GPU list'),
+    (CUDA_ALL, None, False, ['--use_cuda=0'], 'GPU 0 used: no GPU shares a PCIe switch with the HCA'),
+])
+def test_gpu_memory_of_a_rail(support, address, dmabuf, args, note):
+    got = perftest.cuda_args(support, address, GPUS, dmabuf)
+    assert got['args'] == args and got['note'] == note and got['error'] is None
+
+
+def test_gpu_memory_says_why_it_cannot_be_measured():
+    got = perftest.cuda_args(NO_CUDA, '0000:18:00.0', GPUS)
+    assert got['args'] == [] and got['error'].startswith('perftest was built without CUDA (ib_write_bw --help lists no '
+                                                         '--use_cuda): GPUDirect RDMA cannot be measured')
+    assert 'validate_gpudirect=false' in got['error']
+    got = perftest.cuda_args(CUDA_OLD, '0000:18:00.0', GPUS, dmabuf=True)
+    assert got['args'] == [] and got['error'].startswith('perftest has no --use_cuda_dmabuf')
+    with pytest.raises(perftest.PerftestInputError, match='support must be the result of perftest cuda_support'):
+        perftest.cuda_args({}, None)
+
+
+# --------------------------------------------------------------------------- one pair from client, owner and server
+
+def test_pair_result_from_the_client_when_the_server_is_ours(own_fixtures_dir):
+    client = _own(own_fixtures_dir, 'perftest_write_bw_roce_cuda_dmabuf_client.txt')
+    owner = {'ours': True, 'cause': None, 'reason': 'port 18515 is held by our server (pid 7)'}
+    got = perftest.pair_result(client, owner, '', 0)
+    assert got['gbps'] == 181.46 and got['error'] is None
+
+
+def test_pair_result_port_taken_blames_no_one():
+    owner = {'ours': False, 'cause': 'port_taken', 'reason': 'port 18515 is held by nc pid 99 on 0.0.0.0'}
+    got = perftest.pair_result('', owner, "Couldn't listen to port 18515\n")
+    assert got == {'gbps': None, 'error': 'port taken: port 18515 is held by nc pid 99 on 0.0.0.0', 'cause': 'port_taken',
+                   'bytes': None, 'bidirectional': False, 'units': None}
+
+
+def test_pair_result_when_our_server_never_listened():
+    owner = {'ours': False, 'cause': 'not_listening', 'reason': 'nothing listens on port 18515'}
+    got = perftest.pair_result('', owner, ' IB device mlx5_9 not found\n Unable to find the Infiniband/RoCE device\n')
+    assert got['cause'] is None
+    assert got['error'] == ('our ib_write_bw server did not listen (nothing listens on port 18515): IB device mlx5_9 not '
+                            'found; Unable to find the Infiniband/RoCE device')
+
+
+def test_pair_result_client_stopped_by_its_time_limit(own_fixtures_dir):
+    got = perftest.pair_result('', {'ours': True, 'cause': None, 'reason': ''}, None, 124)
+    assert got['error'] == 'ib_write_bw client stopped by its time limit (timeout exit 124): perftest printed nothing'
+    refused = _own(own_fixtures_dir, 'perftest_client_connect_refused.txt')
+    got = perftest.pair_result(refused, {'ours': True, 'cause': None, 'reason': ''}, "Couldn't listen to port 18515\n", 1)
+    assert got['cause'] == 'port_taken' and got['error'].endswith("server: Couldn't listen to port 18515")
+    with pytest.raises(perftest.PerftestInputError, match='owner must be the result of fabric_matrix.server_owner'):
+        perftest.pair_result('', {'cause': 'x'})
