@@ -5,7 +5,8 @@
 #        the idempotent re-run of site.yml with the fast path (docs/performance.md), the same re-run
 #        with gpucluster_fast_path=false (every role's full path) and a --check --diff run, each with
 #        its ratio to the first converge, the CPU seconds the controller and the nodes spent on it, and
-#        per node: controller CPU, task results and module runs on the node (bench/callback_plugins);
+#        per node: controller CPU, task results and module runs on the node, and the workers' CPU by action
+#        and the costliest tasks (bench/callback_plugins);
 #        then the 15 most expensive tasks of the full-path re-run
 #        (ansible.posix.profile_tasks: a task's time summed over all nodes' results).
 #   parsers: bench/*_bench.py (GPU facts parsing, drift audit at scale, the checkpoint scan and backup, ...)
@@ -78,6 +79,7 @@ timed() {  # key, label, log, command...; returns the command's exit status
     python3 - "$log.counts" "$cpu" "$nodes" <<'PY'
 import json, sys
 counts = json.load(open(sys.argv[1]))
+cpu_split = counts.pop('_cpu', {})
 nodes = [h for h in counts if h != 'localhost'] or list(counts)
 n = max(int(sys.argv[3]), 1)
 results = sum(counts[h]['results'] for h in nodes) / float(len(nodes))
@@ -87,6 +89,12 @@ try:
 except ValueError:
     cpu = '?'
 print('  %-32s controller CPU %s, %.0f task results, %.0f module runs on the node' % ('  per node', cpu, results, runs))
+# Where the controller's CPU goes: the workers' seconds per action and the costliest tasks (all nodes together).
+if cpu_split.get('by_action'):
+    print('  %-32s %.1f s in the workers; by action: %s' % ('  controller CPU', cpu_split['workers_seconds'], ', '.join(
+        '%s %.1f s (%d)' % (row['name'].split('.')[-1], row['seconds'], row['results']) for row in cpu_split['by_action'][:6])))
+    for row in cpu_split['by_task'][:3]:
+        print('  %-32s %6.2f s over %d results: %s' % ('', row['seconds'], row['results'], row['name'][:110]))
 PY
   fi
   (( rc == 0 )) || failed+=("$nodes nodes: $label (exit $rc, $log)")
