@@ -58,11 +58,13 @@ if torch is not None:
     try:
         import torch.distributed.checkpoint as dcp
         DCP_UNAVAILABLE = ''
-    except Exception:  # pylint: disable=broad-except  (missing before torch 2.0; any failure: try the old place)
+    # Missing before torch 2.0; any failure: try the old place.
+    except Exception:  # pylint: disable=broad-except
         try:  # torch 1.13: the same API before it moved
             import torch.distributed._shard.checkpoint as dcp
             DCP_UNAVAILABLE = ''
-        except Exception as exc:  # pylint: disable=broad-except  (1.13 on Python 3.11: a dataclass ValueError)
+        # torch 1.13 on Python 3.11 fails with a dataclass ValueError.
+        except Exception as exc:  # pylint: disable=broad-except
             DCP_UNAVAILABLE = 'torch %s cannot import torch.distributed.checkpoint: %s: %s' % (
                 torch.__version__, type(exc).__name__, str(exc)[:200])
 

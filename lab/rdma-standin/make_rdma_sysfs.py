@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """TEST DOUBLE of the gpucluster lab: write a small RDMA sysfs tree (one RoCE HCA on a node's Ethernet
 interface) for gpucluster.core.rdma_facts to read with ``sysfs_root``.

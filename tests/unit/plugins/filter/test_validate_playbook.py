@@ -76,6 +76,8 @@ def lab(tmp_path):
         tool = bin_dir / name
         tool.write_text(script)
         tool.chmod(0o755)
+    # The ib_write_bw stand-in starts with '#!/usr/bin/env python': this interpreter.
+    (bin_dir / 'python').symlink_to(sys.executable)
     hosts = {'node-a': '127.0.0.1', 'node-b': '127.0.0.2'}
     host_lines = []
     for index, (host, address) in enumerate(sorted(hosts.items())):
