@@ -14,7 +14,7 @@ import math
 import re
 
 from ansible_collections.gpucluster.core.plugins.filter.config_values import SHOW_LIMIT, guarded, number_problem
-from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, normalize_options
+from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, fabric_ports, normalize_options
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -413,20 +413,21 @@ def rdma_input_errors(cfg):
     return errors
 
 
-def rdma_fabric_hcas(rdma, fabric, devices=None):
-    """RDMA devices of rdma_facts' result whose ports carry the fabric's link layer, as NCCL_IB_HCA entries.
+def rdma_fabric_ports(rdma, fabric, devices=None):
+    """Which RDMA ports are the fabric and why (module_utils/rdma_sysfs.fabric_ports over rdma_facts' result).
 
-    Every port of the link layer is listed (whatever its state, so the file does not change when a
-    port flaps); devices, when given, limits the choice. Ignored ports are left out."""
+    Every port of the fabric's link layer is a candidate whatever its state (so the files written from it
+    do not change when a port flaps); devices, when given, limits the choice; ignored ports are left out.
+    Without named devices, the adapters that share a PCIe switch with a GPU are the fabric when there are any."""
     layer = {'infiniband': 'InfiniBand', 'roce': 'Ethernet'}.get(fabric)
-    out = []
-    for hca in (rdma or {}).get('hcas') or []:
-        if devices and hca.get('name') not in devices:
-            continue
-        for port in hca.get('ports') or []:
-            if port.get('link_layer') == layer and not port.get('ignored'):
-                out.append('%s:%s' % (hca.get('name'), port.get('port')))
-    return out
+    if layer is None:
+        return {'ports': [], 'basis': 'link_layer', 'others': []}
+    return fabric_ports((rdma or {}).get('hcas') or [], layer, devices or None)
+
+
+def rdma_fabric_hcas(rdma, fabric, devices=None):
+    """The fabric's ports (rdma_fabric_ports) as NCCL_IB_HCA entries (mlx5_0:1)."""
+    return rdma_fabric_ports(rdma, fabric, devices)['ports']
 
 
 def rdma_nccl_settings(cfg, rdma=None, default_ifname=''):
@@ -451,6 +452,29 @@ def rdma_nccl_settings(cfg, rdma=None, default_ifname=''):
         if key not in dict(settings):
             settings.append((key, str(cfg['rdma_nccl_extra'][key])))
     return settings
+
+
+def rdma_socket_ifname_check(ifname, interfaces, planned=None):
+    """What NCCL_SOCKET_IFNAME names that this host lacks: ``{'missing': [...], 'unmatched': [...]}``.
+
+    NCCL reads the value as a comma-separated list of interface name prefixes, exact names after a
+    leading '=', or names to avoid after a leading '^' (nothing to check then). ``missing``: exact names
+    that are neither an interface of the host nor one the role plans (``planned``, the IPoIB interfaces
+    it configures); NCCL would find no interface and every job's bootstrap would fail. ``unmatched``:
+    prefixes that match no interface yet (an adapter whose driver is not loaded yet may still bring one).
+    """
+    text = ifname if isinstance(ifname, str) else ''
+    known = [str(i) for i in list(interfaces or []) + list(planned or [])]
+    result = {'missing': [], 'unmatched': []}
+    if not text or text.startswith('^'):
+        return result
+    exact = text.startswith('=')
+    for name in [n for n in text.lstrip('=').split(',') if n]:
+        if exact and name not in known:
+            result['missing'].append(name)
+        elif not exact and not any(i.startswith(name) for i in known):
+            result['unmatched'].append(name)
+    return result
 
 
 def rdma_option_errors(options, prefix='health_check_rdma_'):
@@ -482,9 +506,11 @@ _EXPECTED = {
     'rdma_input_errors': 'a dict of the rdma role variables and host context',
     'rdma_ipoib_plan': 'a dict of the rdma role variables and host context',
     'rdma_fabric_hcas': "rdma_facts' ansible_facts.rdma and a fabric name",
+    'rdma_fabric_ports': "rdma_facts' ansible_facts.rdma and a fabric name",
     'rdma_nccl_settings': 'a dict of the rdma role variables, rdma_facts and an interface name',
     'rdma_normalize_fingerprint': 'a fingerprint string',
     'rdma_option_errors': 'a dict of expected_rate_gbps and ignore_ports',
+    'rdma_socket_ifname_check': 'an NCCL_SOCKET_IFNAME value and the host\'s interface names',
 }
 
 
@@ -494,8 +520,10 @@ class FilterModule(object):
             'rdma_input_errors': rdma_input_errors,
             'rdma_ipoib_plan': ipoib_plan,
             'rdma_fabric_hcas': rdma_fabric_hcas,
+            'rdma_fabric_ports': rdma_fabric_ports,
             'rdma_nccl_settings': rdma_nccl_settings,
             'rdma_normalize_fingerprint': normalize_fingerprint,
             'rdma_option_errors': rdma_option_errors,
+            'rdma_socket_ifname_check': rdma_socket_ifname_check,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

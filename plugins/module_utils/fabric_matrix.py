@@ -40,6 +40,8 @@ import ipaddress
 import math
 import re
 
+from ansible_collections.gpucluster.core.plugins.module_utils import rdma_sysfs
+
 PAIR_STATUSES = ('ok', 'low', 'below_floor', 'failed', 'port_taken')
 # ok: nothing low; blamed: bad nodes or bad links named; incomplete: no blame, but some pairs could not
 # be measured (port taken); the others withhold all blame (see the module docstring).
@@ -501,7 +503,7 @@ def nccl_rails(rdma_facts, hcas=None):
                 problems.append('HCA %s (in the NCCL HCA list) is not on this node (it has %s)'
                                 % (_quote(name, 40), ', '.join(sorted(by_name, key=_natural)) or 'none'))
     else:
-        chosen = [h for h in rdma_facts['hcas'] if isinstance(h, dict) and (h.get('pcie_acs') or {}).get('gpus')]
+        chosen = [h for h in rdma_facts['hcas'] if rdma_sysfs.beside_gpu(h)]
         chosen.sort(key=lambda h: _natural(str(h.get('name'))))
         if not chosen and by_name:
             problems.append('no HCA shares a PCIe switch with a GPU (or the PCIe tree was not readable): name the '

@@ -322,6 +322,48 @@ def acs_path(hca_chain, gpu_chains):
     return gpus, bridges
 
 
+# Why a port set is the node's fabric (fabric_ports' ``basis``).
+FABRIC_BASES = ('devices', 'gpu_switch', 'link_layer')
+
+
+def beside_gpu(hca):
+    """Whether an HCA record (:func:`collect`, :func:`build_facts`) shares a PCIe switch with an NVIDIA GPU."""
+    return isinstance(hca, dict) and bool((hca.get('pcie_acs') or {}).get('gpus'))
+
+
+def fabric_ports(hcas, link_layer=None, devices=None):
+    """The RDMA ports a node's jobs use unless the site names them: ``{'ports', 'basis', 'others'}``.
+
+    ``hcas``: :func:`collect`'s or :func:`build_facts`' ``hcas``. The candidates are the ports whose
+    link layer is ``link_layer`` ('InfiniBand', 'Ethernet'; every layer when None), not ignored, of the
+    ``devices`` named (HCA names; every HCA when empty). When devices are named they are the choice
+    (``basis`` 'devices'). Otherwise, when an HCA with a candidate port shares a PCIe switch with an
+    NVIDIA GPU (``pcie_acs.gpus``), only such HCAs' ports are the fabric (``basis`` 'gpu_switch'): on
+    HGX/DGX nodes each compute rail sits under a switch beside its GPUs, while storage and front-end
+    adapters (a second ConnectX, a BlueField) hang off other root ports, and NCCL channels, lossless
+    QoS and health drains belong on the rails only. Without such an HCA (no GPU on the bus, or GPUs
+    and adapters on separate root ports) every candidate is the fabric (``basis`` 'link_layer').
+    ``ports`` and ``others`` (the candidates left out) are ``hca:port`` strings, NCCL_IB_HCA's form.
+    """
+    wanted = set(devices or [])
+    candidates = []
+    for hca in hcas or []:
+        name = hca.get('name')
+        if wanted and name not in wanted:
+            continue
+        beside = beside_gpu(hca)
+        for port in hca.get('ports') or []:
+            if port.get('ignored') or (link_layer is not None and port.get('link_layer') != link_layer):
+                continue
+            candidates.append(('%s:%s' % (name, port.get('port')), beside))
+    if wanted:
+        return {'ports': [c[0] for c in candidates], 'basis': 'devices', 'others': []}
+    if any(beside for _entry, beside in candidates):
+        return {'ports': [c[0] for c in candidates if c[1]], 'basis': 'gpu_switch',
+                'others': [c[0] for c in candidates if not c[1]]}
+    return {'ports': [c[0] for c in candidates], 'basis': 'link_layer', 'others': []}
+
+
 def _issue(hca, port, check, severity, message):
     return {'hca': hca, 'port': port, 'check': check, 'severity': severity, 'message': message}
 

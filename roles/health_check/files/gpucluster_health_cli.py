@@ -37,7 +37,8 @@ CONFIG_KEYS = ('nvidia_smi_path', 'expected_count', 'thresholds', 'xid_window_mi
 # The "rdma" object: expect_present (the node belongs on the RDMA fabric: no adapter is critical),
 # expected_rate_gbps (a port below it is a warning) and ignore_ports ("mlx5_0" or "mlx5_0/1").
 # hcas: the ports the node's jobs use (NCCL_IB_HCA entries, mlx5_0 or mlx5_0:1): only those are judged,
-# and one the node lacks is critical; empty or absent: every port not in ignore_ports.
+# and one the node lacks is critical; empty or absent: the ports of the adapters that share a PCIe switch
+# with a GPU when there are any (the others are not judged), else every port not in ignore_ports.
 RDMA_KEYS = ('expect_present', 'expected_rate_gbps', 'ignore_ports', 'hcas')
 EXIT_UNKNOWN = 3
 # Exit codes of the reports this file writes itself (independent of the checks, which may be what failed).
@@ -200,6 +201,12 @@ def judge_rdma(config, sysfs_root):
     if rdma.get('hcas'):
         outside, missing = rdma_health.select_ports(snapshot.get('hcas'), rdma['hcas'])
         ignored += outside
+    else:
+        # No port set named: when adapters share a PCIe switch with a GPU, they are the fabric (the rdma role's
+        # NCCL_IB_HCA default, rdma_sysfs.fabric_ports); the others (storage, front-end) are not judged, so an
+        # uncabled storage port drains nothing.
+        ignored += [entry.rpartition(':')[0] + '/' + entry.rpartition(':')[2]
+                    for entry in rdma_sysfs.fabric_ports(snapshot.get('hcas'))['others']]
     facts = rdma_sysfs.build_facts(snapshot, expected_rate_gbps=rdma.get('expected_rate_gbps'), ignore_ports=ignored)
     if not facts['present'] and not expect and not missing and facts['health']['status'] == 'ok':
         return None, []

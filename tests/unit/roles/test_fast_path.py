@@ -36,6 +36,7 @@ NOT_VERIFIED = {
     ('container_runtime', '{{ __container_runtime_enroot_cache_dir }}/{{ item }}'):
         'downloaded packages; the installed packages are verified',
     ('container_runtime', '{{ __container_runtime_enroot_cache_dir }}'): 'download cache',
+    ('container_runtime', '/run/enroot'): 'made at every boot by systemd-tmpfiles from the tmpfiles.d file, which is verified',
     ('container_runtime', '{{ __container_runtime_keyring_path | dirname }}'): 'keyring directory; the keyring is verified',
     ('container_runtime', '{{ item }}'): 'directories of the CDI specification and its stamp, which are verified',
     ('container_runtime', '{{ __container_runtime_cdi_stamp_path | dirname }}'): 'directory of the stamp, which is verified',

@@ -34,3 +34,29 @@ def test_networkd_ipoib_section_follows_the_systemd_version(ansible_render, line
     variables = {'__rdma_systemd_version': {'stdout_lines': [line] if line else []}}
     result = ansible_render(variables, _expression())
     assert str(result) == str(expected), (line, result)
+
+
+NCCL_TEMPLATE = os.path.join(os.path.dirname(TASKS), '..', 'templates', 'etc', 'nccl.conf.j2')
+
+
+@pytest.mark.parametrize('choice, says', [
+    ({'ports': ['mlx5_0:1', 'mlx5_1:1'], 'basis': 'gpu_switch', 'others': ['mlx5_4:1']},
+     ['# NCCL_IB_HCA: the adapters that share a PCIe switch with a GPU (the compute rails).',
+      '# Not used by NCCL (no GPU beside them: storage or front-end): mlx5_4:1.']),
+    ({'ports': ['mlx5_0:1'], 'basis': 'link_layer', 'others': []},
+     ["# NCCL_IB_HCA: every port of the fabric's link layer (no adapter shares a PCIe switch with a GPU)."]),
+    ({'ports': ['mlx5_0'], 'basis': 'devices', 'others': []},
+     ['# NCCL_IB_HCA: the ports named (rdma_nccl_ib_hca or rdma_roce_devices).']),
+    ({'ports': [], 'basis': 'link_layer', 'others': []}, []),
+])
+def test_nccl_conf_says_which_ports_are_the_fabric(ansible_render, choice, says):
+    with open(NCCL_TEMPLATE) as handle:
+        template = handle.read()
+    hcas = [('NCCL_IB_HCA', '=' + ','.join(choice['ports']))] if choice['ports'] else []
+    text = ansible_render({'ansible_managed': 'Ansible managed', 'rdma_fabric': 'infiniband',
+                           '__rdma_nccl': [('NCCL_SOCKET_IFNAME', 'ib0')] + hcas, '__rdma_fabric_choice': choice}, template)
+    lines = text.splitlines()
+    assert [line for line in lines if line.startswith('# NCCL_IB_HCA') or line.startswith('# Not used')] == says
+    # NCCL reads NAME=VALUE lines; every other line is a comment.
+    assert [line for line in lines if line and not line.startswith('#')] == ['%s=%s' % kv for kv in
+                                                                             [('NCCL_SOCKET_IFNAME', 'ib0')] + hcas]

@@ -282,6 +282,35 @@ def test_nccl_settings_roce_and_lab():
     assert rdma.rdma_nccl_settings(cfg, facts, 'eth0')[:2] == [('NCCL_SOCKET_IFNAME', '=bond0'), ('NCCL_IB_HCA', '=mlx5_0')]
 
 
+def test_nccl_hcas_are_the_rails_beside_the_gpus():
+    def hca(name, layer, beside_gpu):
+        return {'name': name, 'pcie_acs': {'gpus': ['0000:19:00.0'] if beside_gpu else []},
+                'ports': [{'port': 1, 'link_layer': layer, 'ignored': False}]}
+    facts = {'present': True, 'hcas': [hca('mlx5_0', 'InfiniBand', True), hca('mlx5_1', 'InfiniBand', True),
+                                       hca('mlx5_2', 'InfiniBand', False), hca('mlx5_3', 'Ethernet', False)]}
+    assert rdma.rdma_nccl_settings(_cfg(), facts, 'eno1')[1] == ('NCCL_IB_HCA', '=mlx5_0:1,mlx5_1:1')
+    assert rdma.rdma_fabric_ports(facts, 'infiniband') == {
+        'ports': ['mlx5_0:1', 'mlx5_1:1'], 'basis': 'gpu_switch', 'others': ['mlx5_2:1']}
+    # RoCE: no Ethernet adapter beside a GPU, so every Ethernet port; rdma_roce_devices limits the choice.
+    assert rdma.rdma_fabric_ports(facts, 'roce') == {'ports': ['mlx5_3:1'], 'basis': 'link_layer', 'others': []}
+    assert rdma.rdma_fabric_ports(facts, 'roce', ['mlx5_9'])['ports'] == []
+    assert rdma.rdma_fabric_ports(facts, 'none') == {'ports': [], 'basis': 'link_layer', 'others': []}
+
+
+@pytest.mark.parametrize('ifname, interfaces, planned, expected', [
+    ('', ['eth0'], [], {'missing': [], 'unmatched': []}),
+    ('=ib0,ib1', ['lo', 'ib0', 'eth0'], [], {'missing': ['ib1'], 'unmatched': []}),
+    ('=ib0,ib1', ['lo', 'ib0'], ['ib1'], {'missing': [], 'unmatched': []}),
+    # A prefix matches ibp24s0; "bond" matches nothing yet: a warning, not a refusal.
+    ('ibp,bond', ['lo', 'ibp24s0'], [], {'missing': [], 'unmatched': ['bond']}),
+    # Names to avoid: nothing to check.
+    ('^docker,lo', [], [], {'missing': [], 'unmatched': []}),
+    ('=eth0', None, None, {'missing': ['eth0'], 'unmatched': []}),
+])
+def test_socket_ifname_check(ifname, interfaces, planned, expected):
+    assert rdma.rdma_socket_ifname_check(ifname, interfaces, planned) == expected
+
+
 def test_filters_are_guarded():
     filters = rdma.FilterModule().filters()
     with pytest.raises(AnsibleFilterError, match='rdma_input_errors'):

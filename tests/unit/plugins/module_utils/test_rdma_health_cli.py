@@ -10,7 +10,7 @@ import pytest
 
 # The installed program (fixture) and the sysfs tree writers of the rdma_sysfs tests.
 from test_gpu_health_cli import program  # noqa: F401  pylint: disable=unused-import
-from test_rdma_sysfs import real_recordings, recording_model, roce_model, write_tree
+from test_rdma_sysfs import acs_config, ib_model, real_recordings, recording_model, roce_model, write_tree
 
 DOWN_RECORDING = 'gpud__ibstat.47.0.h100.some.down.0.txt'
 HEALTHY_RECORDING = 'heioy__ibstat_2x-connectx3-mt4099_fdr56.txt'
@@ -151,3 +151,44 @@ def test_bad_hcas(program, hcas):  # pylint: disable=redefined-outer-name
     _configure(program, {'hcas': hcas})
     rc, _out, err = program('--check-config', program.config)
     assert rc == 3 and 'rdma.hcas must be a list of RDMA devices, optionally with a port (mlx5_0, mlx5_1:1)' in err, err
+
+
+def _hgx_tree(program, rail_state='ACTIVE', storage_state='ACTIVE'):  # pylint: disable=redefined-outer-name
+    """The stand-in nvidia-smi's two GPUs on the bus (0000:41:00.0 under a PCIe switch, 0000:c1:00.0 on a root
+    port), mlx5_0 under the same switch as the first (a compute rail), mlx5_1 on a root port of its own (as a
+    storage adapter is)."""
+    model = ib_model()
+    model[0]['pci_domain'], model[0]['pci_chain'] = 'pci0000:3c', ['0000:3c:01.0', '0000:3d:00.0', '0000:3e:01.0', '0000:42:00.0']
+    for hca, state in ((model[0], rail_state), (model[1], storage_state)):
+        hca['ports'][1].update(state=state, phys_state='LinkUp' if state == 'ACTIVE' else 'Disabled')
+    write_tree(str(program.tmp / 'sys'), model,
+               gpus=[('pci0000:3c', ['0000:3c:01.0', '0000:3d:00.0', '0000:3e:00.0', '0000:41:00.0']),
+                     ('pci0000:c0', ['0000:c0:01.0', '0000:c1:00.0'])],
+               configs={'0000:3e:00.0': acs_config(0), '0000:3e:01.0': acs_config(0)})
+
+
+def _critical(report):
+    return [(i['check'], i.get('hca'), i.get('port')) for i in report['issues'] if i['severity'] == 'critical']
+
+
+def test_without_a_port_set_only_the_adapters_beside_a_gpu_are_judged(program):  # pylint: disable=redefined-outer-name
+    # The storage adapter's port is down: not judged, so the node is not drained for it.
+    _hgx_tree(program, storage_state='DOWN')
+    _configure(program, {'expect_present': True})
+    rc, report, err, _text = _textfile(program)
+    assert (rc, report['status']) == (0, 'ok'), (err, report['issues'])
+    ignored = [(h['name'], p['port']) for h in report['rdma']['hcas'] for p in h['ports'] if p['ignored']]
+    assert ignored == [('mlx5_1', 1)]
+    # Named as the jobs' port set, the storage adapter is judged again: its port down is critical.
+    _configure(program, {'expect_present': True, 'hcas': ['mlx5_0', 'mlx5_1']})
+    rc, report, _err, _text = _textfile(program)
+    assert (rc, report['status']) == (2, 'critical')
+    assert _critical(report) == [('rdma_port_phys_state', 'mlx5_1', 1), ('rdma_port_state', 'mlx5_1', 1)]
+
+
+def test_the_rail_beside_a_gpu_down_is_critical(program):  # pylint: disable=redefined-outer-name
+    _hgx_tree(program, rail_state='DOWN')
+    _configure(program, {'expect_present': True})
+    rc, report, _err, _text = _textfile(program)
+    assert (rc, report['status']) == (2, 'critical')
+    assert _critical(report) == [('rdma_port_phys_state', 'mlx5_0', 1), ('rdma_port_state', 'mlx5_0', 1)]

@@ -767,3 +767,48 @@ def test_any_bytes_in_any_file_give_a_verdict(tmp_path_factory, garbage):
     assert facts['health']['status'] in rdma_sysfs.STATUSES
     assert all(i['severity'] in ('info', 'warning', 'critical', 'unknown') for i in facts['health']['issues'])
     json.dumps(facts)
+
+
+# ---------------------------------------------------------------- which ports are the fabric
+
+def test_fabric_ports_on_a_tree_are_the_adapters_beside_a_gpu(tmp_path):
+    # mlx5_0 shares a PCIe switch with a GPU; mlx5_1 sits on another root port (as a storage adapter does).
+    facts = rdma_sysfs.build_facts(rdma_sysfs.collect(write_ib_tree(str(tmp_path / 'sys'))))
+    assert rdma_sysfs.fabric_ports(facts['hcas'], 'InfiniBand') == {
+        'ports': ['mlx5_0:1'], 'basis': 'gpu_switch', 'others': ['mlx5_1:1']}
+    # The raw snapshot (the health program's input) gives the same choice.
+    assert rdma_sysfs.fabric_ports(rdma_sysfs.collect(str(tmp_path / 'sys'))['hcas'])['ports'] == ['mlx5_0:1']
+
+
+def _hca(name, layers, beside_gpu=False, ignored=()):
+    return {'name': name, 'pcie_acs': {'gpus': ['0000:19:00.0'] if beside_gpu else [], 'bridges': [], 'enabled': None},
+            'ports': [{'port': n, 'link_layer': layer, 'ignored': n in ignored} for n, layer in enumerate(layers, 1)]}
+
+
+# An HGX-like node: four rails beside GPUs, a dual-port storage ConnectX and a BlueField on other root ports.
+HGX = [_hca('mlx5_%d' % i, ['InfiniBand'], beside_gpu=True) for i in range(4)] + [
+    _hca('mlx5_4', ['Ethernet', 'Ethernet']), _hca('mlx5_5', ['InfiniBand'])]
+
+
+@pytest.mark.parametrize('hcas, layer, devices, expected', [
+    (HGX, 'InfiniBand', None,
+     {'ports': ['mlx5_0:1', 'mlx5_1:1', 'mlx5_2:1', 'mlx5_3:1'], 'basis': 'gpu_switch', 'others': ['mlx5_5:1']}),
+    # RoCE on the storage adapter only: nothing beside a GPU carries Ethernet, so every Ethernet port.
+    (HGX, 'Ethernet', None, {'ports': ['mlx5_4:1', 'mlx5_4:2'], 'basis': 'link_layer', 'others': []}),
+    # Every layer (the health program): the rails, the rest reported.
+    (HGX, None, None, {'ports': ['mlx5_0:1', 'mlx5_1:1', 'mlx5_2:1', 'mlx5_3:1'], 'basis': 'gpu_switch',
+                       'others': ['mlx5_4:1', 'mlx5_4:2', 'mlx5_5:1']}),
+    # Named devices are the choice, beside a GPU or not.
+    (HGX, 'InfiniBand', ['mlx5_5', 'mlx5_1'], {'ports': ['mlx5_1:1', 'mlx5_5:1'], 'basis': 'devices', 'others': []}),
+    # No GPU on the bus (a storage or login node, the lab): every port of the layer.
+    ([_hca('mlx5_0', ['InfiniBand']), _hca('mlx5_1', ['InfiniBand'])], 'InfiniBand', None,
+     {'ports': ['mlx5_0:1', 'mlx5_1:1'], 'basis': 'link_layer', 'others': []}),
+    # Ignored ports are never candidates; a rail whose only port is ignored leaves the rest to the layer rule.
+    ([_hca('mlx5_0', ['InfiniBand'], beside_gpu=True, ignored=(1,)), _hca('mlx5_1', ['InfiniBand'])], 'InfiniBand', None,
+     {'ports': ['mlx5_1:1'], 'basis': 'link_layer', 'others': []}),
+    ([], 'InfiniBand', None, {'ports': [], 'basis': 'link_layer', 'others': []}),
+    (None, None, None, {'ports': [], 'basis': 'link_layer', 'others': []}),
+])
+def test_fabric_ports(hcas, layer, devices, expected):
+    assert rdma_sysfs.fabric_ports(hcas, layer, devices) == expected
+    assert expected['basis'] in rdma_sysfs.FABRIC_BASES
