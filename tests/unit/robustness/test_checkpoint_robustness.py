@@ -521,6 +521,9 @@ _HOSTS = """all:
     storage_clients:
       hosts:
         node1:
+    slurm_compute:
+      hosts:
+        filer1:
 """
 _PLAY = """- name: Run checkpoint_backup's preflight
   hosts: node1
@@ -546,6 +549,15 @@ PREFLIGHT_CASES = [
      'Check the type of every input (meta/argument_specs.yml), numbers finite',
      "['checkpoint_backup_conventions = \"marker\" is not accepted: it is a string, not a list"),
     ('nfs-client-with-no-root-squash-export', 'accepted', NO_ROOT_SQUASH, {}, None, None),
+    # The backup host is a Slurm compute node (pam_slurm_adopt on by the slurm role's default): the backup account
+    # must be exempt there, or every backup is refused at login.
+    ('backup-host-runs-pam-slurm-adopt', 'refused', NO_ROOT_SQUASH,
+     {'checkpoint_backup_sftp_manage_target': True, 'checkpoint_backup_sftp_target_host': 'filer1'},
+     'Check the backup account may log in to a backup host that runs pam_slurm_adopt',
+     'checkpoint_backup_sftp_target_host filer1 is a Slurm compute node with pam_slurm_adopt'),
+    ('backup-account-exempt-from-pam-slurm-adopt', 'accepted', NO_ROOT_SQUASH,
+     {'checkpoint_backup_sftp_manage_target': True, 'checkpoint_backup_sftp_target_host': 'filer1',
+      'slurm_pam_adopt_exempt_groups': ['admins', 'backup']}, None, None),
 ]
 
 
