@@ -12,7 +12,7 @@ __metaclass__ = type
 import fnmatch
 import re
 
-from ansible_collections.gpucluster.core.plugins.module_utils import nvidia_packages
+from ansible_collections.gpucluster.core.plugins.module_utils import apt_sources, nvidia_packages
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import nvidia_pci_kind
 from ansible_collections.gpucluster.core.plugins.module_utils.stack_versions import parse_proc_driver_version
 from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
@@ -548,7 +548,33 @@ _EXPECTED = {
                          'cuda_toolkit_source, the OS, cuda_toolkit_cudnn_version and cuda_toolkit_nccl_version',
     'apt_specs_unsatisfied': "a list of apt install specs, dpkg-query's 'binary:Package Version Status' lines "
                              "and the node's architecture",
+    'nvidia_debian_sources': "the node's APT source files as {path: content} and the release codename",
 }
+
+
+def nvidia_debian_sources(files, release, mirror='', security='', fallback=None):
+    """What the distro source's component management needs from a Debian node's own APT sources.
+
+    ``files``: ``{path: content}`` of /etc/apt/sources.list and sources.list.d (file_read's contents; the
+    role's own file left out); ``release``: the codename. Returns ``{nonfree, archive, security, from}``: whether a binary entry
+    already enables non-free; the mirrors for the added components: the settings when given, else the URIs
+    the node's own sources use for ``<release>`` and ``<release>-security`` (a site's internal mirror, http
+    included: apt checks the signed Release files against the archive keyring), else ``fallback``
+    ({archive, security}); ``from`` says which (setting, node, default) for each."""
+    entries = apt_sources.node_sources(files)
+    fallback = fallback or {}
+    found = {'archive': apt_sources.archive_uri(entries, release),
+             'security': apt_sources.archive_uri(entries, '%s-security' % release)}
+    wanted = {'archive': mirror or '', 'security': security or ''}
+    result = {'nonfree': apt_sources.has_component(entries, 'non-free'), 'from': {}}
+    for key in ('archive', 'security'):
+        if wanted[key]:
+            result[key], result['from'][key] = wanted[key], 'setting'
+        elif found[key]:
+            result[key], result['from'][key] = found[key], 'node'
+        else:
+            result[key], result['from'][key] = fallback.get(key, ''), 'default'
+    return result
 
 
 class FilterModule(object):
@@ -568,5 +594,6 @@ class FilterModule(object):
             'cuda_driver_check': cuda_driver_check,
             'cuda_toolkit_plan': cuda_toolkit_plan,
             'apt_specs_unsatisfied': apt_specs_unsatisfied,
+            'nvidia_debian_sources': nvidia_debian_sources,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

@@ -41,9 +41,12 @@ _RDMA_DEV_RE = re.compile(r'^[A-Za-z0-9_]{1,64}\Z')
 _NCCL_KEY_RE = re.compile(r'^NCCL_[A-Z0-9_]+\Z')
 _FPR_RE = re.compile(r'^(?:0X)?(?:[0-9A-F]{40}|[0-9A-F]{64})\Z')
 _URL_RE = re.compile(r'^https?://[^\s"\'\\#\x00-\x1f\x7f]+\Z')
-# Keys /etc/nccl.conf must not carry: debug output belongs to a job, and a fixed GID index
-# breaks RoCE on hosts where the table differs (NVIDIA/nccl#426).
+# Keys /etc/nccl.conf must not carry through rdma_nccl_extra: debug output belongs to a job, and the GID
+# index has its own variable (rdma_nccl_ib_gid_index: checked, or read from rdma_facts), since a wrong one
+# breaks RoCE (NVIDIA/nccl#426).
 _NCCL_REFUSED_RE = re.compile(r'^NCCL_(DEBUG.*|IB_GID_INDEX)\Z')
+# NCCL before 2.21 takes GID index 0 unless told (RoCE v1: no IP header, so no DSCP and no lossless class).
+NCCL_AUTO_GID_VERSION = (2, 21)
 
 
 def _is_int(value):
@@ -360,6 +363,13 @@ def _nccl_errors(cfg):
                                              for h in hcas):
         errors.append('rdma_nccl_ib_hca must be a list of RDMA devices, optionally with a port (mlx5_0, mlx5_1:1) '
                       '(got %r)' % (_r(hcas),))
+    gid = cfg.get('rdma_nccl_ib_gid_index', '')
+    if _gid_choice(gid) is None:
+        errors.append("rdma_nccl_ib_gid_index must be empty (NCCL picks), auto (the RoCE v2 IPv4 GID rdma_facts finds on "
+                      "the fabric ports) or a GID table index 0 to 255 (got %r)" % (_r(gid),))
+    elif cfg.get('rdma_fabric') == 'infiniband' and _gid_choice(gid) != '':
+        errors.append('rdma_nccl_ib_gid_index is for RoCE; on InfiniBand NCCL uses the port GID (got %r): leave it empty'
+                      % (_r(gid),))
     extra = cfg.get('rdma_nccl_extra')
     if not isinstance(extra, dict):
         errors.append('rdma_nccl_extra must be a dict of NCCL_* settings (got %r)' % (_r(extra),))
@@ -368,14 +378,88 @@ def _nccl_errors(cfg):
             value = extra[key]
             if not isinstance(key, str) or not _NCCL_KEY_RE.match(key):
                 errors.append('rdma_nccl_extra: %r is not an NCCL_* variable name' % (_r(key),))
+            elif key == 'NCCL_IB_GID_INDEX':
+                errors.append('rdma_nccl_extra: NCCL_IB_GID_INDEX is set with rdma_nccl_ib_gid_index (a number, or auto: '
+                              'the RoCE v2 IPv4 GID rdma_facts finds on the fabric ports), which is checked')
             elif _NCCL_REFUSED_RE.match(key):
                 errors.append('rdma_nccl_extra: %s does not belong in /etc/nccl.conf (read by every job); set debug '
-                              'variables in the job environment and let NCCL pick the GID index' % key)
+                              'variables in the job environment' % key)
             elif (isinstance(value, (dict, list)) or value is None or not _WORD_RE.match(str(value))
                   or (isinstance(value, float) and not math.isfinite(value))):
                 errors.append('rdma_nccl_extra.%s must be one word without white space, quotes or "#" (got %r)'
                               % (key, _r(value)))
     return errors
+
+
+def _gid_choice(value):
+    """'' (NCCL picks), 'auto' or an index 0..255 from rdma_nccl_ib_gid_index; None when not accepted."""
+    if value is None or value == '':
+        return ''
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value <= 255 else None
+    if isinstance(value, str) and value.strip() == 'auto':
+        return 'auto'
+    if isinstance(value, str) and re.match(r'^\s*[0-9]{1,3}\s*\Z', value) and int(value) <= 255:
+        return int(value)
+    return None
+
+
+def rdma_input_warnings(cfg):
+    """What the rdma preflight says without stopping (a list of messages).
+
+    RoCE with NCCL picking the GID index while the pinned NCCL (cuda_toolkit_nccl_version, in cfg as
+    nccl_version) is older than 2.21: that NCCL takes index 0, RoCE v1, which carries no DSCP, so its
+    traffic misses the lossless class the QoS unit sets up. InfiniBand with rdma_subnet_manager none: nothing
+    says which subnet manager runs the fabric; without one every port stays INIT."""
+    if not isinstance(cfg, dict):
+        raise AnsibleFilterError('rdma_input_warnings expects a dict')
+    warnings = []
+    version = _version_tuple(cfg.get('nccl_version') or '')
+    if (cfg.get('rdma_fabric') == 'roce' and _gid_choice(cfg.get('rdma_nccl_ib_gid_index', '')) == ''
+            and version is not None and version < NCCL_AUTO_GID_VERSION):
+        warnings.append('NCCL %s (cuda_toolkit_nccl_version) is older than %d.%d and takes GID index 0 (RoCE v1, no DSCP: '
+                        'outside the lossless class) unless told: set rdma_nccl_ib_gid_index: auto (the RoCE v2 IPv4 GID '
+                        'rdma_facts finds) or the index' % ((cfg.get('nccl_version'),) + NCCL_AUTO_GID_VERSION))
+    if cfg.get('rdma_fabric') == 'infiniband' and cfg.get('rdma_subnet_manager') == 'none':
+        warnings.append('rdma_subnet_manager is none: an InfiniBand fabric needs a subnet manager running somewhere, or '
+                        'every port stays INIT (ibstat: State Initializing) and no job can use it. Say which: switch '
+                        '(the managed switches run it; OpenSM is kept stopped here) or host (OpenSM on the two hosts of '
+                        'rdma_subnet_manager_hosts)')
+    return warnings
+
+
+def rdma_gid_index(cfg, rdma=None):
+    """NCCL_IB_GID_INDEX for /etc/nccl.conf: ``{'index': N or None, 'error': ''}``.
+
+    Empty: None (NCCL picks). A number: that number. auto: the RoCE v2 IPv4 GID index rdma_facts found on
+    the fabric's ports (rdma_fabric_ports); ports without one, or ports that disagree (NCCL takes one index
+    for every port), are an error naming them."""
+    choice = _gid_choice(cfg.get('rdma_nccl_ib_gid_index', ''))
+    if choice is None or choice == '' or cfg.get('rdma_fabric') != 'roce':
+        return {'index': None, 'error': ''}
+    if choice != 'auto':
+        return {'index': choice, 'error': ''}
+    chosen = set(cfg.get('rdma_nccl_ib_hca') or []) or set(rdma_fabric_ports(rdma, 'roce', cfg.get('rdma_roce_devices'))['ports'])
+    found = {}
+    for hca in (rdma or {}).get('hcas') or []:
+        for port in hca.get('ports') or []:
+            entry = '%s:%s' % (hca.get('name'), port.get('port'))
+            if entry in chosen or hca.get('name') in chosen:
+                found[entry] = port.get('roce_v2_ipv4_gid_index')
+    if not found:
+        return {'index': None, 'error': 'rdma_nccl_ib_gid_index: auto found no RoCE port on this host (rdma_facts)'}
+    missing = sorted(e for e, i in found.items() if i is None)
+    if missing:
+        return {'index': None, 'error': 'rdma_nccl_ib_gid_index: auto found no RoCE v2 IPv4 GID on %s (an address on the '
+                                        "port's interface makes one)" % ', '.join(missing)}
+    indexes = sorted(set(found.values()))
+    if len(indexes) > 1:
+        return {'index': None, 'error': 'rdma_nccl_ib_gid_index: auto found different RoCE v2 IPv4 GID indexes (%s); NCCL '
+                                        'takes one for every port: set the index the ports share, or give them the same '
+                                        'address layout' % ', '.join('%s=%s' % (e, found[e]) for e in sorted(found))}
+    return {'index': indexes[0], 'error': ''}
 
 
 def rdma_input_errors(cfg):
@@ -448,6 +532,9 @@ def rdma_nccl_settings(cfg, rdma=None, default_ifname=''):
         settings.append(('NCCL_IB_HCA', '=' + ','.join(hcas)))
     if fabric == 'roce':
         settings.append(('NCCL_IB_TC', str(cfg.get('rdma_roce_tos'))))
+        gid = rdma_gid_index(cfg, rdma)['index']
+        if gid is not None:
+            settings.append(('NCCL_IB_GID_INDEX', str(gid)))
     for key in sorted(cfg.get('rdma_nccl_extra') or {}):
         if key not in dict(settings):
             settings.append((key, str(cfg['rdma_nccl_extra'][key])))
@@ -511,6 +598,8 @@ _EXPECTED = {
     'rdma_normalize_fingerprint': 'a fingerprint string',
     'rdma_option_errors': 'a dict of expected_rate_gbps and ignore_ports',
     'rdma_socket_ifname_check': 'an NCCL_SOCKET_IFNAME value and the host\'s interface names',
+    'rdma_input_warnings': 'a dict of the rdma role variables and host context',
+    'rdma_gid_index': "a dict of the rdma role variables and rdma_facts' ansible_facts.rdma",
 }
 
 
@@ -525,5 +614,7 @@ class FilterModule(object):
             'rdma_normalize_fingerprint': normalize_fingerprint,
             'rdma_option_errors': rdma_option_errors,
             'rdma_socket_ifname_check': rdma_socket_ifname_check,
+            'rdma_input_warnings': rdma_input_warnings,
+            'rdma_gid_index': rdma_gid_index,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

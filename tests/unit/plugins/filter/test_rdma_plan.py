@@ -24,7 +24,7 @@ def _cfg(**over):
         'rdma_nccl_ib_hca': [], 'rdma_nccl_extra': {}, 'os_family': 'Debian', 'kernel': '6.1.0-28-amd64',
         'inventory_hostname': 'gpu02', 'inventory_hosts': ['head', 'gpu01', 'gpu02', 'gpu03'],
         'group_hosts': ['gpu03', 'gpu01', 'gpu02'], 'nvidia_driver_kernel_module_type': '',
-        'cuda_toolkit_version': '', 'nvidia_version_text': '',
+        'cuda_toolkit_version': '', 'nvidia_version_text': '', 'rdma_nccl_ib_gid_index': '', 'nccl_version': '',
     }
     cfg.update(over)
     return cfg
@@ -246,7 +246,7 @@ def test_subnet_manager_hosts():
 @pytest.mark.parametrize('extra,expect', [
     ({'NCCL_DEBUG': 'INFO'}, 'NCCL_DEBUG does not belong in /etc/nccl.conf'),
     ({'NCCL_DEBUG_SUBSYS': 'ALL'}, 'NCCL_DEBUG_SUBSYS does not belong'),
-    ({'NCCL_IB_GID_INDEX': 3}, 'NCCL_IB_GID_INDEX does not belong'),
+    ({'NCCL_IB_GID_INDEX': 3}, 'NCCL_IB_GID_INDEX is set with rdma_nccl_ib_gid_index'),
     ({'GLOO_SOCKET_IFNAME': 'ib0'}, "'GLOO_SOCKET_IFNAME' is not an NCCL_* variable name"),
     ({'NCCL_ALGO': 'Ring Tree'}, 'rdma_nccl_extra.NCCL_ALGO must be one word'),
 ])
@@ -309,6 +309,73 @@ def test_nccl_hcas_are_the_rails_beside_the_gpus():
 ])
 def test_socket_ifname_check(ifname, interfaces, planned, expected):
     assert rdma.rdma_socket_ifname_check(ifname, interfaces, planned) == expected
+
+
+def _roce_facts(*ports):
+    """RoCE ports as rdma_facts gives them: (hca, port, roce_v2_ipv4_gid_index, beside a GPU)."""
+    hcas = {}
+    for name, port, gid, beside in ports:
+        hca = hcas.setdefault(name, {'name': name, 'pcie_acs': {'gpus': ['0000:19:00.0'] if beside else []}, 'ports': []})
+        hca['ports'].append({'port': port, 'link_layer': 'Ethernet', 'ignored': False, 'roce_v2_ipv4_gid_index': gid})
+    return {'present': bool(hcas), 'hcas': [hcas[n] for n in sorted(hcas)]}
+
+
+@pytest.mark.parametrize('gid, facts, expected', [
+    ('', _roce_facts(('mlx5_0', 1, 3, True)), {'index': None, 'error': ''}),
+    (5, _roce_facts(('mlx5_0', 1, 3, True)), {'index': 5, 'error': ''}),
+    ('7', _roce_facts(), {'index': 7, 'error': ''}),
+    ('auto', _roce_facts(('mlx5_0', 1, 3, True), ('mlx5_1', 1, 3, True), ('mlx5_2', 1, None, False)),
+     {'index': 3, 'error': ''}),
+    ('auto', _roce_facts(('mlx5_0', 1, 3, True), ('mlx5_1', 1, 5, True)),
+     {'index': None, 'error': 'rdma_nccl_ib_gid_index: auto found different RoCE v2 IPv4 GID indexes (mlx5_0:1=3, '
+                              'mlx5_1:1=5); NCCL takes one for every port: set the index the ports share, or give them '
+                              'the same address layout'}),
+    ('auto', _roce_facts(('mlx5_0', 1, None, True)),
+     {'index': None, 'error': "rdma_nccl_ib_gid_index: auto found no RoCE v2 IPv4 GID on mlx5_0:1 (an address on the "
+                              "port's interface makes one)"}),
+    ('auto', _roce_facts(), {'index': None, 'error': 'rdma_nccl_ib_gid_index: auto found no RoCE port on this host '
+                                                     '(rdma_facts)'}),
+])
+def test_gid_index(gid, facts, expected):
+    assert rdma.rdma_gid_index(_cfg(rdma_fabric='roce', rdma_nccl_ib_gid_index=gid), facts) == expected
+
+
+def test_gid_index_in_nccl_conf_and_its_checks():
+    facts = _roce_facts(('mlx5_0', 1, 3, True))
+    assert rdma.rdma_nccl_settings(_cfg(rdma_fabric='roce', rdma_nccl_ib_gid_index='auto'), facts, 'eth0') == [
+        ('NCCL_SOCKET_IFNAME', 'eth0'), ('NCCL_IB_HCA', '=mlx5_0:1'), ('NCCL_IB_TC', '106'), ('NCCL_IB_GID_INDEX', '3')]
+    assert 'NCCL_IB_GID_INDEX' not in dict(rdma.rdma_nccl_settings(_cfg(rdma_fabric='roce'), facts, 'eth0'))
+    for bad in ('any', 256, -1, True, 1.5, [3]):
+        assert 'rdma_nccl_ib_gid_index must be empty (NCCL picks), auto' in _error_text(rdma_nccl_ib_gid_index=bad), bad
+    assert 'rdma_nccl_ib_gid_index is for RoCE' in _error_text(rdma_nccl_ib_gid_index=3)
+    assert _error_text(rdma_fabric='roce', rdma_nccl_ib_gid_index='auto') == ''
+    assert 'set with rdma_nccl_ib_gid_index' in _error_text(rdma_nccl_extra={'NCCL_IB_GID_INDEX': 3})
+
+
+@pytest.mark.parametrize('fabric, gid, version, warned', [
+    ('roce', '', '2.18.5-1+cuda12.2', True),
+    ('roce', '', '2.21.5-1+cuda12.4', False),
+    ('roce', 'auto', '2.18.5-1+cuda12.2', False),
+    ('roce', '', '', False),
+    ('infiniband', '', '2.18.5-1+cuda12.2', False),
+])
+def test_old_nccl_picking_the_gid_on_roce_is_a_warning(fabric, gid, version, warned):
+    warnings = rdma.rdma_input_warnings(_cfg(rdma_fabric=fabric, rdma_nccl_ib_gid_index=gid, nccl_version=version,
+                                             rdma_subnet_manager='switch'))
+    assert bool(warnings) is warned
+    if warned:
+        assert warnings[0].startswith('NCCL 2.18.5-1+cuda12.2 (cuda_toolkit_nccl_version) is older than 2.21 and takes '
+                                      'GID index 0')
+
+
+@pytest.mark.parametrize('fabric, manager, warned', [
+    ('infiniband', 'none', True), ('infiniband', 'switch', False), ('infiniband', 'host', False), ('roce', 'none', False),
+])
+def test_an_infiniband_fabric_without_a_named_subnet_manager_is_a_warning(fabric, manager, warned):
+    warnings = rdma.rdma_input_warnings(_cfg(rdma_fabric=fabric, rdma_subnet_manager=manager))
+    assert [w for w in warnings if w.startswith('rdma_subnet_manager is none: an InfiniBand fabric needs')] == (
+        warnings if warned else [])
+    assert bool(warnings) is warned
 
 
 def test_filters_are_guarded():
