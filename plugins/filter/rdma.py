@@ -399,7 +399,7 @@ def _gid_choice(value):
         return None
     if isinstance(value, int):
         return value if 0 <= value <= 255 else None
-    if isinstance(value, str) and value.strip() == 'auto':
+    if value == 'auto':
         return 'auto'
     if isinstance(value, str) and re.match(r'^\s*[0-9]{1,3}\s*\Z', value) and int(value) <= 255:
         return int(value)

@@ -14,7 +14,8 @@ import re
 # A one-line entry: type, optional [options], URI, suite, components.
 _ONE_LINE = re.compile(r'^\s*(deb|deb-src)\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)(?:\s+(.*?))?\s*$')
 _FIELD = re.compile(r'^([A-Za-z][A-Za-z0-9-]*):\s*(.*?)\s*$')
-_URI = re.compile(r'^(https?|file|cdrom|copy|mirror\+https?|tor\+https?)://\S+$')
+# A mirror another sources file can name: http or https (a file:, cdrom: or mirror+file: source is none).
+_MIRROR_URI = re.compile(r'^https?://\S+$')
 
 
 def _words(text):
@@ -90,11 +91,11 @@ def has_component(entries, component):
 def archive_uri(entries, suite):
     """The URI of the first binary entry that carries ``suite`` (e.g. bookworm, bookworm-security), or ''.
 
-    Only http(s) URIs are taken (a file: or cdrom: source is no mirror for other components)."""
+    Only http(s) URIs are taken (_MIRROR_URI)."""
     for entry in entries or []:
         if 'deb' not in entry['types'] or suite not in entry['suites']:
             continue
         for uri in entry['uris']:
-            if _URI.match(uri) and uri.split(':', 1)[0] in ('http', 'https'):
+            if _MIRROR_URI.match(uri):
                 return uri.rstrip('/')
     return ''

@@ -345,7 +345,8 @@ def test_gid_index_in_nccl_conf_and_its_checks():
     assert rdma.rdma_nccl_settings(_cfg(rdma_fabric='roce', rdma_nccl_ib_gid_index='auto'), facts, 'eth0') == [
         ('NCCL_SOCKET_IFNAME', 'eth0'), ('NCCL_IB_HCA', '=mlx5_0:1'), ('NCCL_IB_TC', '106'), ('NCCL_IB_GID_INDEX', '3')]
     assert 'NCCL_IB_GID_INDEX' not in dict(rdma.rdma_nccl_settings(_cfg(rdma_fabric='roce'), facts, 'eth0'))
-    for bad in ('any', 256, -1, True, 1.5, [3]):
+    # Exactly 'auto': the role's tasks compare it as written, so ' auto ' would skip their checks.
+    for bad in ('any', ' auto ', 256, -1, True, 1.5, [3]):
         assert 'rdma_nccl_ib_gid_index must be empty (NCCL picks), auto' in _error_text(rdma_nccl_ib_gid_index=bad), bad
     assert 'rdma_nccl_ib_gid_index is for RoCE' in _error_text(rdma_nccl_ib_gid_index=3)
     assert _error_text(rdma_fabric='roce', rdma_nccl_ib_gid_index='auto') == ''
