@@ -14,6 +14,7 @@ import math
 import re
 
 from ansible_collections.gpucluster.core.plugins.filter.config_values import SHOW_LIMIT, guarded, number_problem
+from ansible_collections.gpucluster.core.plugins.module_utils.rdma_stack import nvidia_dkms_rebuilds, stack_reload
 from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, fabric_ports, normalize_options
 
 try:
@@ -600,6 +601,8 @@ _EXPECTED = {
     'rdma_socket_ifname_check': 'an NCCL_SOCKET_IFNAME value and the host\'s interface names',
     'rdma_input_warnings': 'a dict of the rdma role variables and host context',
     'rdma_gid_index': "a dict of the rdma role variables and rdma_facts' ansible_facts.rdma",
+    'rdma_dkms_rebuilds': "the output of dkms status and the running kernel's release",
+    'rdma_stack_reload': "mlx5_core's loaded version, the version modinfo finds, and whether adapters are present",
 }
 
 
@@ -616,5 +619,7 @@ class FilterModule(object):
             'rdma_socket_ifname_check': rdma_socket_ifname_check,
             'rdma_input_warnings': rdma_input_warnings,
             'rdma_gid_index': rdma_gid_index,
+            'rdma_dkms_rebuilds': nvidia_dkms_rebuilds,
+            'rdma_stack_reload': stack_reload,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())
