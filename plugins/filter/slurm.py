@@ -16,6 +16,7 @@ import re
 
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
 from ansible_collections.gpucluster.core.plugins.module_utils import scheduler
+from ansible_collections.gpucluster.core.plugins.module_utils.slurm_topology import numa_gpu_cores
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -427,7 +428,8 @@ def node_plan(report, gpu=None, settings=None, previous=None):
     report: ``slurmd -C`` text (or parsed) of this run, or None/'' when it cannot be read (check mode
     before slurmd is installed). gpu: ``gpu_facts`` (None/{} when not gathered). previous: this node's
     record from the current files (kept_nodes), or None.
-    settings: name, addr, gpus (slurm_node_gpus), gpu_type, gpu_type_map, gpu_cores, memory_mib
+    settings: name, addr, gpus (slurm_node_gpus), gpu_type, gpu_type_map, gpu_cores, gpu_cores_auto
+    (slurm_gpu_cores_from_numa: Cores= from the GPUs' NUMA nodes when gpu_cores is empty), memory_mib
     (slurm_node_memory_mib), real_memory (slurm_node_real_memory), reserve_mib, reserve_percent,
     round_mib, mem_spec_limit, features, weight.
 
@@ -480,6 +482,17 @@ def node_plan(report, gpu=None, settings=None, previous=None):
     # GPUs: declared count and type, device files from healthy facts that agree, else kept, else 0..N-1.
     type_map = s.get('gpu_type_map') or {}
     cores = s.get('gpu_cores') or {}
+    if not cores and s.get('gpu_cores_auto') and gathered and report:
+        # Cores= from each GPU's NUMA node (module_utils/slurm_topology.py); slurm_gpu_cores wins.
+        cores, why = numa_gpu_cores(gpu.get('devices'), gpu.get('numa_nodes_with_cpus'),
+                                    int(report['boards']) * int(report['sockets_per_board']),
+                                    int(report['cores_per_socket']))
+        if cores:
+            notes.append('%s: gres.conf Cores= from each GPU\'s NUMA node (%s)'
+                         % (name, ', '.join('GPU %d: %s' % (i, cores[i]) for i in sorted(cores))))
+        elif not why.startswith(('one NUMA node', 'no GPU facts')):
+            notes.append('%s: no Cores= in gres.conf: %s (set slurm_gpu_cores to bind GPUs to cores by hand)'
+                         % (name, why))
     critical = gathered and (gpu.get('health') or {}).get('status') == 'critical'
     live = node_gres(gpu, None, type_map, cores) if gathered else []
     live_count = _gres_count(live)
@@ -727,8 +740,9 @@ def nodes_not_ready(sinfo_lines, expected):
 def gres_lines(nodes):
     """gres.conf lines for every node (the same file on every host).
 
-    A group whose device files ascend in index order becomes one line with a bracket range;
-    otherwise each GPU gets its own line, in index order, so Slurm's device order stays the PCI order.
+    A group whose device files ascend in index order becomes one line with a bracket range per run of
+    GPUs with the same Cores= (one line per socket when Cores= follows the NUMA nodes); otherwise each GPU
+    gets its own line, in index order, so Slurm's device order stays the PCI order.
     """
     lines = []
     for node in sorted(nodes, key=lambda n: n['name']):
@@ -739,11 +753,18 @@ def gres_lines(nodes):
                   % (', '.join(twice[:3]), node['name']))
         for g in node.get('gres') or []:
             minors = [int(f[len('/dev/nvidia'):]) for f in g['files']]
-            same_cores = len(set(g.get('cores') or [''])) == 1
-            if minors == sorted(minors) and same_cores:
-                entries = [(compress_files(g['files']), (g.get('cores') or [''])[0])]
+            core_lists = g.get('cores') or [''] * len(g['files'])
+            if minors == sorted(minors):
+                # One line per run of GPUs with the same cores (a socket's GPUs), files as a bracket range.
+                entries = []
+                for path, core_list in zip(g['files'], core_lists):
+                    if entries and entries[-1][1] == core_list:
+                        entries[-1][0].append(path)
+                    else:
+                        entries.append(([path], core_list))
+                entries = [(compress_files(paths), core_list) for paths, core_list in entries]
             else:
-                entries = list(zip(g['files'], g.get('cores') or [''] * len(g['files'])))
+                entries = list(zip(g['files'], core_lists))
             for files, core_list in entries:
                 line = 'NodeName=%s Name=gpu Type=%s File=%s' % (node['name'], g['type'], files)
                 if core_list:

@@ -553,17 +553,49 @@ def check_xid(kernel, summary, window_minutes):
     return issues
 
 
+def parse_node_list(text):
+    """A sysfs node or CPU list ("0-1,4", "" for none) -> sorted ints; None when unreadable or malformed."""
+    if text is None:
+        return None
+    out = set()
+    for part in str(text).strip().split(','):
+        if not part:
+            continue
+        bounds = part.split('-')
+        if len(bounds) > 2 or not all(b.isdigit() for b in bounds):
+            return None
+        low, high = int(bounds[0]), int(bounds[-1])
+        if high < low or high - low > 4096:
+            return None
+        out.update(range(low, high + 1))
+    return sorted(out)
+
+
+def _with_numa(devices, numa):
+    """Devices with ``numa_node`` from sysfs where nvidia-smi gave none (a negative node: the platform
+    reports none, left out)."""
+    nodes = (numa or {}).get('devices') or {}
+    out = []
+    for dev in devices:
+        value = nodes.get(dev.get('pci_address'))
+        if 'numa_node' not in dev and value is not None and value.lstrip('-').isdigit() and int(value) >= 0:
+            dev = dict(dev, numa_node=int(value))
+        out.append(dev)
+    return out
+
+
 def build_facts(snapshot, expected_count=None, thresholds=None, window_minutes=120):
     """Facts and verdict for one host.
 
     ``snapshot`` (from gpu_probe.collect or a test): ``smi`` {found, path, failure, xml_error},
     ``parsed`` (parse_nvidia_smi_xml result or None), ``pci_addresses`` (list, or None when sysfs
-    is not readable), ``kernel`` {source, events (already in the window), error}.
+    is not readable), ``kernel`` {source, events (already in the window), error}, ``numa`` (optional:
+    gpu_probe.read_numa's has_cpu text and numa_node text per PCI address).
     """
     th = thresholds if thresholds is not None else merge_thresholds()
     smi = snapshot.get('smi') or {}
     parsed = snapshot.get('parsed') or {}
-    devices = parsed.get('devices') or []
+    devices = _with_numa(parsed.get('devices') or [], snapshot.get('numa'))
     pci = snapshot.get('pci_addresses')
     kernel = snapshot.get('kernel')
     count = len(devices)
@@ -600,6 +632,9 @@ def build_facts(snapshot, expected_count=None, thresholds=None, window_minutes=1
         'expected_count': expected_count or None,
         'pci_count': len(pci) if pci is not None else None,
         'pci_devices': pci,
+        # NUMA nodes with CPUs (sysfs devices/system/node/has_cpu); None when not read. With each
+        # device's numa_node, the slurm role derives gres.conf's Cores= (module_utils/slurm_topology.py).
+        'numa_nodes_with_cpus': parse_node_list((snapshot.get('numa') or {}).get('has_cpu')),
         'devices': devices,
         'xid_window_minutes': window_minutes,
         'kernel_log_source': (kernel or {}).get('source'),

@@ -93,6 +93,24 @@ def nvidia_pci_addresses(sysfs_root='/sys'):
     return found
 
 
+def read_numa(sysfs_root, addresses):
+    """The NUMA layout the GPUs sit in, as sysfs writes it: ``has_cpu`` (the text of
+    devices/system/node/has_cpu, the NUMA nodes with CPUs, such as "0-1"; None when unreadable) and
+    ``devices`` ({PCI address: text of its numa_node, "-1" when the platform gives none}, the addresses
+    whose file could be read). Each file is a few bytes; a missing one is left out, never an error."""
+    def attribute(path):
+        try:
+            return read_attribute(path)
+        except (OSError, ValueError):
+            return None
+    devices = {}
+    for address in addresses or []:
+        value = attribute(os.path.join(sysfs_root, 'bus', 'pci', 'devices', address, 'numa_node'))
+        if value is not None:
+            devices[address] = value
+    return {'has_cpu': attribute(os.path.join(sysfs_root, 'devices', 'system', 'node', 'has_cpu')), 'devices': devices}
+
+
 def read_uptime(path='/proc/uptime'):
     try:
         value = float(read_attribute(path).split()[0])
@@ -309,7 +327,8 @@ def collect(run, nvidia_smi_path=None, sysfs_root='/sys', kernel_log_path=None, 
     if nvidia_smi_path and not path:
         smi['path'] = nvidia_smi_path
     pci = nvidia_pci_addresses(sysfs_root)
-    snapshot = {'smi': smi, 'parsed': parsed, 'pci_addresses': pci, 'kernel': None}
+    snapshot = {'smi': smi, 'parsed': parsed, 'pci_addresses': pci, 'kernel': None,
+                'numa': read_numa(sysfs_root, pci) if pci else None}
     if read_log and (path or pci or kernel_log_path):
         snapshot['kernel'] = read_kernel_log(run, window_minutes, kernel_log_path, now=now,
                                              uptime=uptime if uptime is not None else read_uptime(),

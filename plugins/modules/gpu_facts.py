@@ -214,6 +214,14 @@ ansible_facts:
           type: list
           elements: str
           sample: ["0000:81:00.0", "0000:c1:00.0"]
+        numa_nodes_with_cpus:
+          description:
+            - The NUMA nodes that have CPUs (sysfs C(devices/system/node/has_cpu)); null when there is no NVIDIA
+              GPU on the PCI bus or the file cannot be read. The slurm role derives gres.conf's C(Cores=) from it
+              and each device's C(numa_node).
+          type: list
+          elements: int
+          sample: [0, 1]
         devices:
           description:
             - One record per GPU ordered by C(index). Keys include C(index), C(minor_number), C(uuid), C(name),
@@ -227,7 +235,8 @@ ansible_facts:
               C(gpu_instance_id), C(compute_instance_id), C(memory_total_mib) and their own C(ecc_errors)),
               C(error_states) (fields the driver writes that are in an error state, such as
               C(uuid=[GPU is lost]) or C(memory_total_mib=[N/A]); any entry makes the GPU critical; process names
-              and vGPU guest reports are never read), and C(cpu_affinity)/C(numa_node) where reported.
+              and vGPU guest reports are never read), and C(cpu_affinity) where nvidia-smi reports it; C(numa_node) where nvidia-smi or sysfs
+              (C(bus/pci/devices/ADDRESS/numa_node), when not negative) reports it.
           type: list
           elements: dict
         xid_window_minutes:
