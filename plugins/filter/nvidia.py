@@ -155,13 +155,16 @@ def nvidia_nvswitch_present(devices):
     return any(d.get('kind') == 'nvswitch' for d in devices or [])
 
 
-def nvidia_kernel_module_type(requested, version, devices=None):
+def nvidia_kernel_module_type(requested, version, devices=None, source='', distribution='', loaded=''):
     """Choose the kernel module flavour and say why.
 
     auto: proprietary when any pre-Turing GPU is present; open when an open-only GPU
-    (Grace Hopper / Blackwell) is present; otherwise NVIDIA's installer default for the
-    branch (open from R560, proprietary before). An explicit choice that the GPUs or the
-    branch cannot run fails.
+    (Grace Hopper / Blackwell) is present; the flavour of the loaded module when one is loaded
+    (``loaded``: /proc/driver/nvidia/version's text, or 'open' / 'proprietary', '' when none is loaded;
+    a flavour changes only when asked, through the rolling
+    upgrade); open from R560 (NVIDIA's installer default); open from R515 where the source ships the
+    open modules of every build (NVIDIA's recommendation from Turing on, and what GPUDirect RDMA over
+    DMA-BUF needs); proprietary otherwise. An explicit choice that the GPUs or the branch cannot run fails.
     """
     if requested not in MODULE_TYPES:
         _fail("nvidia_driver_kernel_module_type '%s' is not one of %s" % (requested, ', '.join(MODULE_TYPES)))
@@ -190,8 +193,20 @@ def nvidia_kernel_module_type(requested, version, devices=None):
         if branch < OPEN_FIRST_BRANCH:
             _fail('GPUs %s need the open kernel modules, which driver branch %d does not have' % (_ids(open_only), branch))
         return {'type': 'open', 'reason': 'Grace Hopper / Blackwell GPU present (%s)' % _ids(open_only)}
+    if loaded not in ('', 'open', 'proprietary'):
+        loaded = nvidia_loaded_flavour(loaded)
+    if loaded in ('open', 'proprietary'):
+        return {'type': loaded, 'reason': 'the flavour of the loaded module (auto keeps it; set '
+                                          'nvidia_driver_kernel_module_type to change it)'}
     if branch >= OPEN_DEFAULT_BRANCH:
         return {'type': 'open', 'reason': 'NVIDIA default from R%d for Turing and later' % OPEN_DEFAULT_BRANCH}
+    if branch >= OPEN_FIRST_BRANCH and nvidia_packages.offers_open_every_build(distribution, source):
+        return {'type': 'open', 'reason': 'Turing or later, and %s ships the open modules of R%d (NVIDIA recommends '
+                                          'them from Turing on; GPUDirect RDMA over DMA-BUF needs them)' % (source, branch)}
+    if branch >= OPEN_FIRST_BRANCH and source:
+        return {'type': 'proprietary', 'reason': '%s on %s does not ship the open modules of every R%d build; set '
+                                                 'nvidia_driver_kernel_module_type: open at a version it offers them'
+                                                 % (source, distribution or 'this OS', branch)}
     return {'type': 'proprietary', 'reason': 'NVIDIA default before R%d' % OPEN_DEFAULT_BRANCH}
 
 
@@ -535,7 +550,8 @@ _EXPECTED = {
     'nvidia_loaded_version': 'the text of /proc/driver/nvidia/version',
     'nvidia_pci_devices': 'lines "ADDRESS VENDOR CLASS DEVICE" from sysfs',
     'nvidia_nvswitch_present': 'a list of devices from nvidia_pci_devices',
-    'nvidia_kernel_module_type': 'nvidia_driver_kernel_module_type, nvidia_driver_version and a list of devices',
+    'nvidia_kernel_module_type': 'nvidia_driver_kernel_module_type, nvidia_driver_version, a list of devices, the source, '
+                                 'the OS and the loaded flavour',
     'nvidia_driver_plan': 'nvidia_driver_version, nvidia_driver_source, the OS, the module type and '
                           'nvidia_driver_packages as a list of package names',
     'nvidia_installed_matches': "package_facts' packages (a dict of name to a list of {version, arch}), a plan "

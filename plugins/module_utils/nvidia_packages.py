@@ -57,6 +57,10 @@ def foreign_package(package_arch, architecture):
 #   carrier                       the package whose version is the installed driver version
 #   fabricmanager / nscq          ((lowest branch, names), ...): first row whose branch fits wins
 #   last_branch                   the last branch these names fit (None: no known end)
+#   open_every_build              the source ships the open kernel modules of every build from R515 (the
+#                                 nvidia_driver role's auto flavour takes them from Turing on); Debian's
+#                                 nvidia-open-kernel-dkms lags its nvidia-kernel-dkms (bookworm has none at
+#                                 535.309.01, the nvidia_driver scenario's refused case)
 DRIVER_SOURCES = (
     {
         'distribution': 'Debian', 'source': 'distro', 'manager': 'apt',
@@ -66,7 +70,7 @@ DRIVER_SOURCES = (
         # nvidia-persistenced is its own upstream project in Debian (535.171.04 in bookworm).
         'persistenced': ('nvidia-persistenced',), 'unpinned': ('nvidia-persistenced',),
         'carrier': 'nvidia-smi',
-        'fabricmanager': (), 'nscq': (), 'last_branch': None,
+        'fabricmanager': (), 'nscq': (), 'last_branch': None, 'open_every_build': False,
     },
     {
         'distribution': 'Ubuntu', 'source': 'distro', 'manager': 'apt',
@@ -79,7 +83,7 @@ DRIVER_SOURCES = (
         'persistenced': (), 'unpinned': (),
         'carrier': 'nvidia-utils-{branch}-server',
         'fabricmanager': ((0, ('nvidia-fabricmanager-{branch}',)),),
-        'nscq': ((0, ('libnvidia-nscq-{branch}',)),), 'last_branch': None,
+        'nscq': ((0, ('libnvidia-nscq-{branch}',)),), 'last_branch': None, 'open_every_build': True,
     },
     {
         'distribution': 'Debian', 'source': 'cuda_repo', 'manager': 'apt',
@@ -92,7 +96,7 @@ DRIVER_SOURCES = (
         'fabricmanager': ((580, ('nvidia-fabricmanager',)), (0, ('nvidia-fabricmanager-{branch}',))),
         'nscq': ((580, ('libnvidia-nscq',)), (0, ('libnvidia-nscq-{branch}',))),
         # From R590 the repository drops branch names from the driver packages too.
-        'last_branch': 589,
+        'last_branch': 589, 'open_every_build': True,
     },
     {
         'distribution': 'RedHat', 'source': 'cuda_repo', 'manager': 'dnf',
@@ -103,7 +107,7 @@ DRIVER_SOURCES = (
         'persistenced': ('nvidia-persistenced',), 'unpinned': (),
         'carrier': 'nvidia-driver',
         'fabricmanager': ((0, ('nvidia-fabric-manager',)),),
-        'nscq': ((0, ('libnvidia-nscq-{branch}',)),), 'last_branch': None,
+        'nscq': ((0, ('libnvidia-nscq-{branch}',)),), 'last_branch': None, 'open_every_build': True,
     },
 )
 # Ubuntu's cuda_repo path reads the Debian row: the repository names its packages the same way.
@@ -149,6 +153,16 @@ _PLACEHOLDER = re.compile(r'\{(branch|cuda_major|cuda_minor|cudnn_major)\}')
 
 class PackageTableError(ValueError):
     """A (distribution, source) the table has no row for."""
+
+
+def offers_open_every_build(distribution, source):
+    """Whether a driver source ships the open kernel modules of every build from R515 (the runfile: yes)."""
+    if source == 'runfile':
+        return True
+    try:
+        return bool(driver_source_row(distribution, source).get('open_every_build'))
+    except PackageTableError:
+        return False
 
 
 def driver_source_row(distribution, source):

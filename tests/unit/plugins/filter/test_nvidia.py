@@ -345,3 +345,43 @@ def test_apt_specs_unsatisfied_exact_version_with_architecture_suffix():
 def test_apt_specs_unsatisfied_rejects_a_string_of_specs():
     with pytest.raises(AnsibleFilterError, match='apt specs must be a list'):
         nvidia.FilterModule().filters()['apt_specs_unsatisfied']('libnccl2', _DPKG_LINES)
+
+
+# auto on Turing and later GPUs (an HGX H100's PCI ids), R515-R559: open where the source ships the open modules
+# of every build (NVIDIA's CUDA repository and runfile, Ubuntu's -server-open), proprietary on Debian's archive
+# (nvidia-open-kernel-dkms lags nvidia-kernel-dkms there); a loaded module keeps its flavour (recorded
+# /proc/driver/nvidia/version texts, ../shared/fixtures/INDEX.md).
+@pytest.mark.parametrize('version,source,distribution,expected', [
+    ('550.163.01', 'cuda_repo', 'Ubuntu', 'open'),
+    ('550.163.01', 'cuda_repo', 'RedHat', 'open'),
+    ('535.309.01', 'runfile', 'Debian', 'open'),
+    ('535.216.03', 'distro', 'Ubuntu', 'open'),
+    ('535.309.01', 'distro', 'Debian', 'proprietary'),
+    ('470.256.02', 'cuda_repo', 'Ubuntu', 'proprietary'),
+    ('570.124.06', 'distro', 'Debian', 'open'),
+])
+def test_auto_flavour_follows_the_source(own_fixtures_dir, version, source, distribution, expected):
+    devices = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, 'pci_hgx_h100.txt'))
+    choice = nvidia.nvidia_kernel_module_type('auto', version, devices, source, distribution)
+    assert choice['type'] == expected
+    if expected == 'proprietary' and source == 'distro':
+        assert choice['reason'] == ('distro on Debian does not ship the open modules of every R535 build; set '
+                                    'nvidia_driver_kernel_module_type: open at a version it offers them')
+
+
+@pytest.mark.parametrize('recording,expected', [
+    ('nixgl-issue186__proc-driver-nvidia-version_open-565.57.01.txt', 'open'),
+    ('truenas-issue19__proc-driver-nvidia-version_proprietary-580.173.02_MISMATCH.txt', 'proprietary'),
+])
+def test_auto_keeps_the_loaded_flavour(real_fixtures_dir, own_fixtures_dir, recording, expected):
+    path = os.path.join(real_fixtures_dir, '08_versions_container', '_extracted_from_docs', recording)
+    with open(path) as handle:
+        loaded = handle.read()
+    devices = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, 'pci_hgx_h100.txt'))
+    for version, source in (('550.163.01', 'cuda_repo'), ('535.309.01', 'distro'), ('570.124.06', 'cuda_repo')):
+        choice = nvidia.nvidia_kernel_module_type('auto', version, devices, source, 'Debian', loaded)
+        assert choice['type'] == expected and choice['reason'].startswith('the flavour of the loaded module')
+    # Hardware rules come first: a GB200 needs open whatever is loaded; an explicit choice is taken as asked.
+    gb200 = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, 'pci_gb200.txt'))
+    assert nvidia.nvidia_kernel_module_type('auto', '570.124.06', gb200, 'cuda_repo', 'Ubuntu', loaded)['type'] == 'open'
+    assert nvidia.nvidia_kernel_module_type('open', '550.163.01', devices, 'cuda_repo', 'Ubuntu', loaded)['type'] == 'open'
