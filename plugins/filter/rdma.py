@@ -15,7 +15,7 @@ import re
 
 from ansible_collections.gpucluster.core.plugins.filter.config_values import SHOW_LIMIT, guarded, number_problem
 from ansible_collections.gpucluster.core.plugins.module_utils.rdma_stack import nvidia_dkms_rebuilds, stack_reload
-from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, fabric_ports, normalize_options
+from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, acs_bridges, fabric_ports, normalize_options
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -510,6 +510,11 @@ def rdma_fabric_ports(rdma, fabric, devices=None):
     return fabric_ports((rdma or {}).get('hcas') or [], layer, devices or None)
 
 
+def rdma_acs_bridges(rdma):
+    """The PCIe switch ports whose ACS the opt-in unit clears (module_utils/rdma_sysfs.acs_bridges)."""
+    return acs_bridges((rdma or {}).get('hcas'))
+
+
 def rdma_fabric_hcas(rdma, fabric, devices=None):
     """The fabric's ports (rdma_fabric_ports) as NCCL_IB_HCA entries (mlx5_0:1)."""
     return rdma_fabric_ports(rdma, fabric, devices)['ports']
@@ -603,6 +608,7 @@ _EXPECTED = {
     'rdma_gid_index': "a dict of the rdma role variables and rdma_facts' ansible_facts.rdma",
     'rdma_dkms_rebuilds': "the output of dkms status and the running kernel's release",
     'rdma_stack_reload': "mlx5_core's loaded version, the version modinfo finds, and whether adapters are present",
+    'rdma_acs_bridges': "rdma_facts' ansible_facts.rdma",
 }
 
 
@@ -621,5 +627,6 @@ class FilterModule(object):
             'rdma_gid_index': rdma_gid_index,
             'rdma_dkms_rebuilds': nvidia_dkms_rebuilds,
             'rdma_stack_reload': stack_reload,
+            'rdma_acs_bridges': rdma_acs_bridges,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

@@ -331,6 +331,20 @@ def beside_gpu(hca):
     return isinstance(hca, dict) and bool((hca.get('pcie_acs') or {}).get('gpus'))
 
 
+def acs_bridges(hcas):
+    """PCI addresses of the switch ports with an ACS capability on the P2P paths between HCAs and the GPUs
+    under the same PCIe switch (:func:`acs_path`), sorted, each once: what the rdma role's opt-in unit
+    clears at boot. Bridges whose ACS is already off are kept (the unit cleared them, and must again after
+    the next boot, which sets ACS anew); a bridge whose config space could not be read (rdma_facts run as
+    a normal user) is left out: setpci would fail on one without the capability."""
+    found = set()
+    for hca in hcas or []:
+        for bridge in ((hca or {}).get('pcie_acs') or {}).get('bridges') or []:
+            if bridge.get('capability') is True and bridge.get('address'):
+                found.add(str(bridge['address']).lower())
+    return sorted(found)
+
+
 def fabric_ports(hcas, link_layer=None, devices=None):
     """The RDMA ports a node's jobs use unless the site names them: ``{'ports', 'basis', 'others'}``.
 
@@ -668,7 +682,8 @@ def check_acs(hca):
                       for b in enabled)
     return [_issue(hca['name'], None, 'pcie_acs', 'warning',
                    '%s: PCIe ACS enabled on the path to GPU(s) %s: %s; GPUDirect RDMA traffic is redirected '
-                   'through the root complex' % (hca['name'], ', '.join(acs['gpus']), where))]
+                   'through the root complex (the rdma role clears it at boot with rdma_pcie_acs_disable: true)'
+                   % (hca['name'], ', '.join(acs['gpus']), where))]
 
 
 def worst_status(issues):

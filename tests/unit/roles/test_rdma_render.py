@@ -60,3 +60,24 @@ def test_nccl_conf_says_which_ports_are_the_fabric(ansible_render, choice, says)
     # NCCL reads NAME=VALUE lines; every other line is a comment.
     assert [line for line in lines if line and not line.startswith('#')] == ['%s=%s' % kv for kv in
                                                                              [('NCCL_SOCKET_IFNAME', 'ib0')] + hcas]
+
+
+ACS_TEMPLATE = os.path.join(os.path.dirname(TASKS), '..', 'templates', 'etc', 'systemd', 'system',
+                            'gpucluster-pcie-acs.service.j2')
+
+
+@pytest.mark.parametrize('bridges, stack, starts', [
+    (['0000:17:00.0', '0000:17:01.0'], 'doca', ['/usr/bin/setpci -s 0000:17:00.0 ECAP_ACS+0x6.w=0000',
+                                                '/usr/bin/setpci -s 0000:17:01.0 ECAP_ACS+0x6.w=0000']),
+    ([], 'inbox', ['/bin/true']),
+])
+def test_acs_unit_clears_each_bridge_before_the_fabric_starts(ansible_render, bridges, stack, starts):
+    with open(ACS_TEMPLATE) as handle:
+        template = handle.read()
+    text = ansible_render({'ansible_managed': 'Ansible managed', '__rdma_acs_bridges': bridges, 'rdma_stack': stack},
+                          template)
+    lines = text.splitlines()
+    assert [line.split('=', 1)[1] for line in lines if line.startswith('ExecStart=')] == starts
+    before = [line for line in lines if line.startswith('Before=')][0]
+    assert ('openibd.service' in before) == (stack == 'doca') and 'nvidia-persistenced.service' in before
+    assert 'Type=oneshot' in lines and 'RemainAfterExit=yes' in lines and 'WantedBy=multi-user.target' in lines

@@ -812,3 +812,19 @@ HGX = [_hca('mlx5_%d' % i, ['InfiniBand'], beside_gpu=True) for i in range(4)] +
 def test_fabric_ports(hcas, layer, devices, expected):
     assert rdma_sysfs.fabric_ports(hcas, layer, devices) == expected
     assert expected['basis'] in rdma_sysfs.FABRIC_BASES
+
+
+@pytest.mark.parametrize('acs', [(0x001d, 0), (0, 0)])
+def test_acs_unit_bridges_are_the_switch_ports_on_the_gpu_paths(tmp_path, acs):
+    # Enabled or already cleared (by the unit, which must clear them again after the next boot), both ports
+    # between the rail and its GPU; not the root port above the switch, not the other adapter's path.
+    root = write_ib_tree(str(tmp_path / 'sys'), acs=acs)
+    facts = rdma_sysfs.build_facts(rdma_sysfs.collect(root))
+    assert rdma_sysfs.acs_bridges(facts['hcas']) == ['0000:17:00.0', '0000:17:01.0']
+
+
+def test_acs_unit_leaves_out_bridges_it_could_not_read(tmp_path):
+    root = write_ib_tree(str(tmp_path / 'sys'), configs={'0000:17:00.0': acs_config(0x1d)[:64]})
+    facts = rdma_sysfs.build_facts(rdma_sysfs.collect(root))
+    assert rdma_sysfs.acs_bridges(facts['hcas']) == ['0000:17:01.0']
+    assert rdma_sysfs.acs_bridges([]) == [] and rdma_sysfs.acs_bridges(None) == []
