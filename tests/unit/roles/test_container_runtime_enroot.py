@@ -45,3 +45,22 @@ def test_the_configuration_task_writes_the_settings_and_tmpfiles_makes_their_par
     assert 'd %s 1777 root root -' % parent in tmpfiles.splitlines()
     now = tasks['Create /run/enroot now']['ansible.builtin.file']
     assert (now['path'], now['mode'], now['state']) == (parent, '1777', 'directory')
+
+
+def test_the_nccl_settings_reach_enroot_containers_read_only(ansible_render):
+    # enroot's fstab format (enroot's own hooks write "SRC DST none bind,x-create=file,nofail,silent"): the rdma
+    # role's /etc/nccl.conf at the same path, read-only, skipped without a word on a node that has no such file.
+    tasks = dict((t['name'], t) for t in _tasks())
+    mount = tasks['Mount the node\'s NCCL settings into enroot containers']
+    assert mount['ansible.builtin.copy']['dest'] == '{{ __container_runtime_enroot_nccl_mount }}'
+    assert mount['when'] == 'container_runtime_enroot_nccl_conf | bool'
+    text = ansible_render({'ansible_managed': 'Ansible managed'}, mount['ansible.builtin.copy']['content'])
+    lines = [line for line in text.splitlines() if line and not line.startswith('#')]
+    assert len(lines) == 1
+    source, target, kind, options = lines[0].split()
+    assert (source, target, kind) == ('/etc/nccl.conf', '/etc/nccl.conf', 'none')
+    assert {'bind', 'ro', 'x-create=file', 'nofail', 'silent'} <= set(options.split(','))
+    path = _vars()['__container_runtime_enroot_nccl_mount']
+    assert path.startswith('/etc/enroot/mounts.d/') and path.endswith('.fstab')
+    removal = tasks['Remove the NCCL settings mount of enroot containers']
+    assert removal['ansible.builtin.file'] == {'path': '{{ __container_runtime_enroot_nccl_mount }}', 'state': 'absent'}
