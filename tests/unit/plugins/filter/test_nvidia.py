@@ -6,6 +6,7 @@ import glob
 import os
 
 import pytest
+import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.core.plugins.filter import nvidia
@@ -385,3 +386,18 @@ def test_auto_keeps_the_loaded_flavour(real_fixtures_dir, own_fixtures_dir, reco
     gb200 = nvidia.nvidia_pci_devices(_own(own_fixtures_dir, 'pci_gb200.txt'))
     assert nvidia.nvidia_kernel_module_type('auto', '570.124.06', gb200, 'cuda_repo', 'Ubuntu', loaded)['type'] == 'open'
     assert nvidia.nvidia_kernel_module_type('open', '550.163.01', devices, 'cuda_repo', 'Ubuntu', loaded)['type'] == 'open'
+
+
+@pytest.mark.parametrize('setting, distribution, expected', [
+    ('', 'Ubuntu', '/var/lib/shim-signed/mok/MOK.der'),
+    ('', 'Debian', '/var/lib/dkms/mok.pub'),
+    ('', 'Rocky', '/var/lib/dkms/mok.pub'),
+    ('/etc/site/mok.der', 'Ubuntu', '/etc/site/mok.der'),
+])
+def test_the_dkms_signing_certificate_follows_the_distribution(ansible_render, setting, distribution, expected):
+    with open(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'nvidia_driver', 'vars',
+                           'main.yml')) as handle:
+        role_vars = yaml.safe_load(handle)
+    variables = {'__nvidia_driver_mok_certs': role_vars['__nvidia_driver_mok_certs'],
+                 'nvidia_driver_secure_boot_mok_cert': setting, 'ansible_facts': {'distribution': distribution}}
+    assert ansible_render(variables, role_vars['__nvidia_driver_mok_cert']).strip() == expected
