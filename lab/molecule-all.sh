@@ -13,8 +13,10 @@
 # its cluster-wide checks, which run on after the other jobs have ended). It gets the CPU first: every other job
 # runs under `nice -n MOLECULE_NICE` (default 10), and the first scenario's containers (molecule
 # names them <scenario>-*) get MOLECULE_CPU_SHARES (default 4096, docker's default is 1024) as they
-# start, so its nodes' work goes ahead of the other scenarios' nodes. The other jobs use the CPU the
-# critical path leaves idle (it waits on daemons, SSH and apt much of the time).
+# start, and every other container MOLECULE_BG_CPU_SHARES (default 64), so its nodes' work goes ahead of
+# the other scenarios' nodes (with cgroup v1 all containers share the weight of the docker group, which
+# competes with the host's processes as one: inside it, only these weights decide). The other jobs use
+# the CPU the critical path leaves idle (it waits on daemons, SSH and apt much of the time).
 #   MOLECULE_JOBS=1 lab/molecule-all.sh default health_check
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -27,12 +29,17 @@ fi
 (($# > 0)) || { echo "molecule-all: usage: lab/molecule-all.sh SCENARIO [SCENARIO...]" >&2; exit 2; }
 nice_level=${MOLECULE_NICE:-10}
 cpu_shares=${MOLECULE_CPU_SHARES:-4096}
+bg_cpu_shares=${MOLECULE_BG_CPU_SHARES:-64}
 if ! [[ $nice_level =~ ^[0-9]{1,2}$ ]] || ((nice_level > 19)); then
   echo "molecule-all: MOLECULE_NICE=$nice_level is not accepted: a whole number from 0 to 19" >&2
   exit 2
 fi
 if ! [[ $cpu_shares =~ ^[0-9]{1,6}$ ]] || ((cpu_shares < 2 || cpu_shares > 262144)); then
   echo "molecule-all: MOLECULE_CPU_SHARES=$cpu_shares is not accepted: a whole number from 2 to 262144" >&2
+  exit 2
+fi
+if ! [[ $bg_cpu_shares =~ ^[0-9]{1,6}$ ]] || ((bg_cpu_shares < 2 || bg_cpu_shares > 262144)); then
+  echo "molecule-all: MOLECULE_BG_CPU_SHARES=$bg_cpu_shares is not accepted: a whole number from 2 to 262144" >&2
   exit 2
 fi
 critical=$1
@@ -52,7 +59,7 @@ trap 'exit 143' TERM
 # keeps them: docker stores them with the container). Best effort: a docker that cannot set shares
 # leaves the default, and the run is only slower.
 if [[ $critical != @static ]] && command -v docker >/dev/null && command -v setsid >/dev/null; then
-  setsid lab/cpu-shares-watch.sh "$critical" "$cpu_shares" </dev/null &
+  setsid lab/cpu-shares-watch.sh "$critical" "$cpu_shares" "$bg_cpu_shares" </dev/null &
   watcher=$!
 fi
 declare -A scenario_of=()
