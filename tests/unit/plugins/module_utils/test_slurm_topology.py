@@ -29,8 +29,8 @@ LAYOUTS = [
 def _cpu_list(text):
     out = []
     for part in text.split(','):
-        low, _, high = part.partition('-')
-        out += list(range(int(low), int(high or low) + 1))
+        bounds = part.split('-')
+        out += list(range(int(bounds[0]), int(bounds[-1]) + 1))
     return out
 
 
@@ -51,10 +51,10 @@ def read_topo(path):
 def test_recorded_layouts_bind_each_gpu_to_the_cores_of_its_numa_node(real_fixtures_dir, name, sockets, cores, threads):
     rows = read_topo(os.path.join(real_fixtures_dir, TOPO, name))
     assert len(rows) == 8
-    devices = [{'index': index, 'numa_node': node} for index, node, _ in rows]
-    derived, why = numa_gpu_cores(devices, sorted(set(n for _, n, _ in rows)), sockets, cores)
+    devices = [{'index': row[0], 'numa_node': row[1]} for row in rows]
+    derived, why = numa_gpu_cores(devices, sorted(set(row[1] for row in rows)), sockets, cores)
     assert why == ''
-    for index, _, cpus in rows:
+    for index, _node, cpus in rows:
         first, last = (int(x) for x in derived[index].split('-'))
         # The node's first threads (Linux numbers every core's first thread before the second ones).
         assert list(range(first, last + 1)) == [c for c in cpus if c < sockets * cores]
