@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render role templates and expressions with Ansible's own templar, in a process of its own.
 
-test_k8s_roles.py runs this file with the interpreter of the tests: Ansible's collection loader must be set up
+test_k8s_roles.py (and test_platforms.py, for the monitoring role) run this file with the interpreter of the tests: Ansible's collection loader must be set up
 before anything imports ``ansible_collections.gpucluster.core`` (the collection's filters are then found by
 name, as in a play), which the test process cannot promise once other test modules imported the collection
 directly. Reads a JSON list of jobs on stdin, each {"role", "variables", "template" or "expression"}, with the
