@@ -80,4 +80,5 @@ def test_acs_unit_clears_each_bridge_before_the_fabric_starts(ansible_render, br
     assert [line.split('=', 1)[1] for line in lines if line.startswith('ExecStart=')] == starts
     before = [line for line in lines if line.startswith('Before=')][0]
     assert ('openibd.service' in before) == (stack == 'doca') and 'nvidia-persistenced.service' in before
+    assert 'local-fs.target' in [line for line in lines if line.startswith('After=')][0].split('=', 1)[1].split()
     assert 'Type=oneshot' in lines and 'RemainAfterExit=yes' in lines and 'WantedBy=multi-user.target' in lines

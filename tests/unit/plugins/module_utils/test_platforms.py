@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from ansible_collections.gpucluster.core.plugins.filter.platforms import FilterModule
 from ansible_collections.gpucluster.core.plugins.module_utils import platforms
@@ -54,12 +55,16 @@ def test_the_role_writes_the_option_its_node_exporter_knows():
     # filters found by name, the role's defaults and vars loaded), as in a play.
     cases = [('package', 'Ubuntu', '22.04', '--web.config'), ('package', 'Debian', '12', '--web.config.file'),
              ('package', 'Ubuntu', '24.04', '--web.config.file'), ('binary', 'Ubuntu', '22.04', '--web.config.file')]
+    # The role loads its OS file (vars/Debian.yml on Debian and Ubuntu) before these are read.
+    with open(os.path.join(REPO, 'roles', 'monitoring', 'vars', 'Debian.yml')) as handle:
+        packages = yaml.safe_load(handle)['__monitoring_packages']
     jobs = []
     for method, distribution, version, _flag in cases:
         for tls in (True, False):
             jobs.append({'role': 'monitoring', 'expression': '{{ __monitoring_node_exporter_web_args }}',
                          'variables': {'monitoring_install_method': method, 'monitoring_tls': tls,
                                        'ansible_facts': {'distribution': distribution, 'distribution_version': version},
+                                       '__monitoring_packages': packages,
                                        '__monitoring_web_config': '/etc/gpucluster-monitoring/web.yml'}})
     proc = subprocess.run([sys.executable, RENDER], input=json.dumps(jobs), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=300, check=False)
