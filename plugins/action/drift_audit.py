@@ -130,7 +130,7 @@ class ActionModule(ActionBase):
     # ------------------------------------------------------------ inputs
 
     def _severity(self, params):
-        self._check(drift.check_components, list(params['severity']), 'severity')
+        self._check(drift.check_components, list(params['severity']), 'severity', drift.SEVERITY_COMPONENTS)
         for component, level in params['severity'].items():
             if level not in drift.SEVERITIES:
                 raise AnsibleError('severity[%s]=%s; accepted: %s'
@@ -268,7 +268,7 @@ class ActionModule(ActionBase):
             display.warning('drift_audit: %s' % note)
         reports, report_error = self._reports(params, settings, hosts, summary, findings, stats,
                                               collected['from_role_defaults'])
-        return self._result(result, params, summary, findings, reports, report_error)
+        return self._result(result, params, summary, findings, reports, report_error, stats)
 
     def _settings(self, params):
         """Checked settings: severity, the component -> variable map, the consistent components,
@@ -385,7 +385,7 @@ class ActionModule(ActionBase):
     def _collect(self, params, settings, hosts, inventory_set, hostvars, cache, cache_keys):
         """Every host's pins, facts, raw versions, package family, or why it has none."""
         collected = {'facts': {}, 'raw': {}, 'families': {}, 'reasons': {}, 'baselines': {},
-                     'origins': {}, 'from_role_defaults': {}, 'unknown': {}}
+                     'origins': {}, 'from_role_defaults': {}, 'unknown': {}, 'swarm': {}}
         now = time.time()
         cache_set = set(cache_keys)
         want_hv = bool(settings['baseline_vars']) or cache is None or bool(params['status_var'])
@@ -409,6 +409,10 @@ class ActionModule(ActionBase):
                                                   or 'no gpu_stack facts')
                 continue
             collected['facts'][host] = stack
+            details = host_facts.get('gpu_stack_details')
+            if isinstance(details, dict) and 'swarm' in details:
+                # Its shape is checked by the audit (a wrong one is an unknown finding of swarm alone).
+                collected['swarm'][host] = details['swarm']
             if host_raw:
                 collected['raw'][host] = host_raw
             if family:
@@ -432,7 +436,7 @@ class ActionModule(ActionBase):
             groups=drift.partition_hosts(hosts, members), severity=settings['severity'],
             ignore=params['ignore'], unknown_severity=params['unknown_severity'],
             unknown_reasons=collected['reasons'], raw=collected['raw'], families=collected['families'],
-            pin_origins=collected['origins'], unknown_components=collected['unknown'])
+            pin_origins=collected['origins'], unknown_components=collected['unknown'], swarm=collected['swarm'])
         unknown = [h for h in hosts if h not in collected['facts']]
         return findings, stats, drift.summarize(hosts, findings, stats, params['fail_on'], unknown)
 
@@ -467,8 +471,8 @@ class ActionModule(ActionBase):
                 'drift_audit: the reports were not written (%s); the findings follow' % exc)
 
     @staticmethod
-    def _result(result, params, summary, findings, reports, report_error):
-        lines = drift.summary_text(summary, findings)
+    def _result(result, params, summary, findings, reports, report_error, stats=None):
+        lines = drift.summary_text(summary, findings, stats=stats)
         if report_error:
             lines.insert(0, report_error)
         limit = params['findings_returned']

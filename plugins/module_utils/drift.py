@@ -18,6 +18,10 @@ readable ``message``); ``kind`` is one of:
               known (stack_facts could not read its file: a FIFO, a hung mount; ``scope`` is
               ``component``): never a pass.
 
+The Docker Swarm state (``gpu_stack_details.swarm``) is no version and is never pinned: its own rules
+(module_utils/swarm_report.py) report, as component ``swarm`` and kind ``majority``, hosts in another
+swarm than most, and hosts in or out of a swarm against most of their group.
+
 Nothing here raises on the content of facts: a host whose facts have the wrong shape is
 ``unknown`` with the reason (see :func:`check_facts`), and every report is valid JSON, XML and
 Markdown whatever text the hosts, pins and versions carry.
@@ -30,7 +34,7 @@ import ipaddress
 import math
 import re
 
-from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions
+from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions, swarm_report
 from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import INVISIBLE_CLASS, clip, quote
 
 KINDS = ('baseline', 'majority', 'missing', 'unknown')
@@ -99,6 +103,10 @@ UNGROUPED = '(ungrouped)'
 # The components stack_facts reports: baseline, consistent, severity and baseline_vars may name
 # only these (a misspelled component would otherwise be checked as absent everywhere and pass).
 KNOWN_COMPONENTS = stack_versions.COMPONENTS
+# The swarm state is compared by its own rules (swarm_report.swarm_findings), never pinned nor in
+# ``consistent``; ``severity`` and ``ignore`` may name it.
+SWARM = swarm_report.COMPONENT
+SEVERITY_COMPONENTS = KNOWN_COMPONENTS + (SWARM,)
 # Characters after which a pin ends: '12.4' matches '12.4.1' and '2.21.5' matches
 # '2.21.5-1+cuda12.4', but '12.4' never matches '12.40' or '12.4a'. '~' is not one of them:
 # '2.21.5~rc1' is a pre-release, older than 2.21.5 for dpkg and rpm, and does not meet the pin.
@@ -412,7 +420,7 @@ def _severity_of(component, severity):
 def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=None,
           severity=None, ignore=None, unknown_severity='critical', unknown_reasons=None,
           raw=None, baseline_if_present=DEFAULT_BASELINE_IF_PRESENT, families=None, pin_origins=None,
-          unknown_components=None):
+          unknown_components=None, swarm=None):
     """Compare every host with its pins and with the majority of its group.
 
     hosts: ordered host names to audit.
@@ -435,11 +443,13 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
     unknown_components: host -> {component: reason} for components whose version the host could
         not know (``gpu_stack_details.unknown``): each is an ``unknown`` finding of that component
         (``scope`` ``component``), never compared, never counted in its group.
+    swarm: host -> ``gpu_stack_details.swarm`` of the hosts whose facts have it (see
+        :func:`audit_swarm`).
 
     Returns ``(findings, stats)``: findings sorted by severity, host, component; stats with
     the per-group value distribution of every host with facts (those that missed a pin too),
-    the hosts of each group (``members``, unknown hosts included) and the host x component
-    checks.
+    the hosts of each group (``members``, unknown hosts included), the host x component
+    checks and ``swarm`` (host -> swarm report, see :func:`audit_swarm`).
     """
     baselines = baselines or {}
     severity = severity or {}
@@ -559,6 +569,11 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
                                 component, _display(value), group, spread),
                         })
 
+    swarm_rows = {}
+    if swarm:
+        swarm_found, swarm_rows = audit_swarm(hosts, facts, swarm, groups, severity.get(SWARM), ignore,
+                                              unknown_severity, checks)
+        findings.extend(swarm_found)
     findings.sort(key=lambda f: (-_RANK.get(f['severity'], 0), f['host'], f['component']))
     shown = {}
     for source in (distribution, missed):
@@ -572,8 +587,61 @@ def audit(hosts, facts, baselines=None, consistent=DEFAULT_CONSISTENT, groups=No
         'checks': checks,
         'distribution': shown,
         'members': dict((group, sorted(names)) for group, names in group_hosts.items()),
+        'swarm': swarm_rows,
     }
     return findings, stats
+
+
+def audit_swarm(hosts, facts, swarm, groups=None, severity=None, ignore=None, unknown_severity='critical',
+                checks=None):
+    """The swarm part of the audit: ``(findings, rows)``.
+
+    Hosts with facts (``facts[host]`` not None) and a ``swarm`` entry take part, unless ``ignore``
+    names their ``swarm``; an entry of the wrong shape is an ``unknown`` finding of ``swarm`` (``scope``
+    ``component``) with the reason. The findings are those of :func:`swarm_report.swarm_findings`;
+    ``severity`` overrides both rules' defaults. ``checks`` (host -> components, as in :func:`audit`)
+    gets ``swarm`` for each host with docker. ``rows``: host -> report (None: its facts have no swarm
+    state) for every host with facts, when any host has docker; else empty.
+    """
+    groups = groups or {}
+    if not isinstance(ignore, IgnoreRules):
+        ignore = IgnoreRules(ignore)
+    checks = checks if checks is not None else {}
+    reports = {}
+    rows = {}
+    findings = []
+    for host in hosts:
+        if facts.get(host) is None:
+            continue
+        if host not in swarm:
+            rows[host] = None
+            continue
+        if ignore and ignore.ignored(host, SWARM):
+            continue
+        report, why = swarm_report.check_report(swarm[host])
+        if why:
+            rows[host] = dict(swarm_report.empty('unknown'), error=why)
+            checks.setdefault(host, []).append(SWARM)
+            findings.append({
+                'host': host, 'component': SWARM, 'expected': None, 'found': None, 'kind': 'unknown',
+                'severity': unknown_severity, 'group': groups.get(host, UNGROUPED), 'scope': 'component',
+                'message': 'swarm state unknown: %s' % why,
+            })
+            continue
+        rows[host] = report
+        if report['state'] != 'absent':
+            reports[host] = report
+            checks.setdefault(host, []).append(SWARM)
+    if not reports and not findings:
+        return [], {}
+    grouped = dict((host, groups.get(host, UNGROUPED)) for host in reports)
+    findings.extend(swarm_report.swarm_findings(hosts, reports, grouped, severity))
+    return findings, rows
+
+
+def swarm_lines(rows):
+    """One readable line per host of the swarm rows (``stats['swarm']``)."""
+    return ['%s: %s' % (host, swarm_report.line(report)) for host, report in rows.items()]
 
 
 def summarize(hosts, findings, stats, fail_on='critical', unknown_hosts=()):
@@ -623,8 +691,9 @@ def collapse_unknown(findings):
     return rows
 
 
-def summary_text(summary, findings, limit=20):
-    """The readable lines that the task prints: a headline and the first findings."""
+def summary_text(summary, findings, limit=20, stats=None):
+    """The readable lines that the task prints: a headline, the first findings and, when a host has
+    docker, the swarm state of the first hosts (``stats['swarm']``), ``limit`` of each."""
     head = 'drift audit: %d hosts, %d checks, %d findings (%s)' % (
         summary['hosts'], summary['checks'], summary['findings'],
         ', '.join('%d %s' % (n, s) for s, n in summary['by_severity'].items() if n) or 'none')
@@ -647,6 +716,13 @@ def summary_text(summary, findings, limit=20):
                 _display(row['expected']), _display(row['found'])))
     if len(rows) > limit:
         lines.append('... %d more in the reports' % (len(rows) - limit))
+    swarm_rows = (stats or {}).get('swarm') or {}
+    if swarm_rows:
+        every = swarm_lines(swarm_rows)
+        lines.append('swarm state of %d hosts:' % len(every))
+        lines.extend('  %s' % text for text in every[:limit])
+        if len(every) > limit:
+            lines.append('  ... %d more in the reports' % (len(every) - limit))
     return [_escape_unsafe(line, _UNPRINTABLE_LINE) for line in lines]
 
 

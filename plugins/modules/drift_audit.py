@@ -32,6 +32,13 @@ description:
     group or the group is split) or V(unknown) (the host has no usable facts because it was
     unreachable, gathering failed, it has no cache entry, the entry cannot be read, the facts
     have the wrong shape or are stale). One host's bad facts never stop the audit of the others.
+  - The Docker Swarm state that M(gpucluster.core.stack_facts) reads (C(gpu_stack_details.swarm)) is no
+    version and is never pinned nor compared for equality. A finding of the component C(swarm) (kind
+    V(majority)) is raised for hosts active in another swarm than most active hosts of the audit (another
+    cluster id, or workers whose managers are another swarm's; critical), and for hosts in a group that are
+    in a swarm while most hosts with docker there are not, or out of it (inactive, locked, error, pending,
+    docker not answering) while most are in (warning). When a host has docker, the task output, C(drift.md)
+    and C(drift.json) show each host's swarm state.
   - Writes C(drift.json) (findings and summary), C(drift.junit.xml) (one test case per host and
     component, a failure per finding) and C(drift.md) (a table for a merge request) into
     O(report_dir), and fails when a finding reaches O(fail_on). Unknown hosts are JUnit
@@ -130,6 +137,8 @@ options:
         kernel, driver (installed and loaded), fabric manager, CUDA, cuDNN, NCCL, OFED,
         rdma-core, Slurm, munge, the container toolkit and kubelet; warning for everything else
         (HCA firmware, VBIOS, OS, container engines, kubeadm, kubectl, DCGM, Python).
+      - C(swarm) may be named too; it sets the severity of both swarm findings (default critical for
+        hosts in another swarm, warning for hosts in or out of a swarm against their group).
     type: dict
     default: {}
   unknown_severity:

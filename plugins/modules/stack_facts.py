@@ -22,6 +22,11 @@ description:
     upstream version is still drift. A pin in the audit may be a prefix (V(2.21.5)).
   - C(nvidia_driver) is the installed driver package, C(nvidia_driver_loaded) the kernel module
     that runs now; they differ after a driver upgrade without a reboot.
+  - Where a C(docker) CLI is on the PATH, the node's Docker Swarm state is read with one
+    C(docker info --format '{{json .}}') and, on a swarm manager only, one
+    C(docker node inspect self --format '{{json .}}'), into C(gpu_stack_details.swarm) and its short
+    form C(gpu_stack.swarm). A docker that fails or does not answer within O(command_timeout) is
+    reported there (state V(unknown) with the reason in C(error)), never a failure of the module.
 author:
   - gpucluster.core maintainers (@gpucluster)
 attributes:
@@ -50,13 +55,21 @@ options:
         (coreutils C(timeout), TERM then KILL 5 seconds later) and the module fails with a
         message that says so; the drift audit reports the host as V(unknown) with that message.
         Must be at least 1.
+      - Each C(docker) command gets the same time; one that overruns it (a hung dockerd) is killed
+        the same way, and the swarm state is V(unknown) with that reason while the module goes on.
     type: int
     default: 60
 notes:
   - Components in C(gpu_stack) (always all keys) are C(os), C(kernel), C(nvidia_driver),
     C(nvidia_driver_loaded), C(nvidia_fabricmanager), C(cuda_toolkit), C(cudnn), C(nccl),
     C(nvidia_container_toolkit), C(containerd), C(docker), C(rdma_core), C(ofed),
-    C(hca_firmware), C(gpu_vbios), C(slurm), C(munge), C(kubelet), C(kubeadm), C(kubectl), C(dcgm), C(python).
+    C(hca_firmware), C(gpu_vbios), C(slurm), C(munge), C(kubelet), C(kubeadm), C(kubectl), C(dcgm), C(python),
+    and C(swarm).
+  - C(swarm) is no version but the short form of the Docker Swarm state, V(active/manager/active)
+    (state, role, availability; V(active/worker) on a worker, which cannot read its availability), or the state
+    alone (V(inactive), V(pending), V(error), V(locked), V(unknown)); V(null) without a docker CLI. The
+    drift audit never pins it nor compares it as a version; it applies its own swarm rules to
+    C(gpu_stack_details.swarm).
   - C(hca_firmware) and C(gpu_vbios) are the distinct values of all devices joined with a comma,
     so a node whose adapters run different firmware differs from one where they agree.
   - C(python) is the interpreter Ansible uses on the node.
@@ -116,6 +129,7 @@ ansible_facts:
         kubectl: null
         dcgm: 3.3.8
         python: 3.11.2
+        swarm: active/worker
     gpu_stack_cuda_toolkits:
       description: Every installed CUDA toolkit, sorted by version.
       returned: always
@@ -134,8 +148,36 @@ ansible_facts:
           C(gpu_stack) is V(null)).
         - In C(gpu_stack_cuda_toolkits), a toolkit directory whose version cannot be read (and that no
           package names) has V(null) as its version and the reason in C(unknown).
+        - C(swarm) is the Docker Swarm state of the node (see RV(ansible_facts.gpu_stack_details.swarm)).
       returned: always
       type: dict
+      contains:
+        swarm:
+          description:
+            - The node's Docker Swarm state from C(docker info) and, on a manager, C(docker node inspect self).
+            - C(state) is V(inactive), V(pending), V(active), V(error) or V(locked) as the engine reports it,
+              V(unknown) when docker did not answer (the daemon is down or hung, the socket is not
+              accessible; the reason is in C(error)), V(absent) when no docker CLI is on the PATH.
+            - C(role) is V(manager), V(worker) or empty (not active). C(availability) (V(active), V(pause),
+              V(drain)), C(status) (V(ready), V(down)), C(reachability) and C(leader) are known on managers
+              only (a worker cannot inspect itself), empty and V(false) elsewhere.
+            - C(cluster_id) is the swarm's cluster id (managers only), C(managers) the managers the node knows
+              (C(RemoteManagers), each a C(node_id) and an C(addr)), C(error) what docker reported (its
+              C(Swarm.Error), a failed command).
+          returned: always
+          type: dict
+          sample:
+            state: active
+            role: manager
+            availability: active
+            status: ready
+            reachability: reachable
+            leader: true
+            node_id: 4vzgkl1ovjh5bfmd3hmk5o1xq
+            node_addr: 10.0.0.1
+            cluster_id: w2s0d6tfqcgu8m2mjlsd5ca0r
+            managers: [{node_id: 4vzgkl1ovjh5bfmd3hmk5o1xq, addr: "10.0.0.1:2377"}]
+            error: ''
 '''
 
 import glob
@@ -145,6 +187,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpucluster.core.plugins.module_utils import stack_versions as sv
+from ansible_collections.gpucluster.core.plugins.module_utils import swarm_report
 from ansible_collections.gpucluster.core.plugins.module_utils.bounded_read import (
     TimedOut, Unreadable, call_with_timeout, read_regular)
 from ansible_collections.gpucluster.core.plugins.module_utils.timed_command import run_timed
@@ -283,6 +326,36 @@ def read_packages(module, manager):
     return manager, installed, broken
 
 
+def _docker(module, docker, args):
+    """(output, '') of one docker command, or ('', why it failed): never a module failure."""
+    what = ' '.join(('docker',) + tuple(args[:list(args).index('--format')]))
+    timeout = module.params['command_timeout']
+    try:
+        rc, out, err = run_query(module, [docker] + list(args), timeout)
+    except QueryTimeout:
+        return '', ('%s did not finish within command_timeout=%d s and was killed with its process group '
+                    '(a hung dockerd?)' % (what, timeout))
+    except OSError as exc:
+        return '', '%s could not start: %s' % (what, exc.strerror or exc)
+    if rc != 0:
+        return '', '%s failed (rc=%s): %s' % (what, rc, ' '.join(err[:4000].split()) or 'no message')
+    return out, ''
+
+
+def read_swarm(module):
+    """The node's swarm report (module_utils/swarm_report.py): docker info, and on a manager docker node
+    inspect self; the report of state absent without a docker CLI."""
+    docker = module.get_bin_path('docker')
+    if not docker:
+        return swarm_report.absent()
+    out, error = _docker(module, docker, swarm_report.INFO_ARGS)
+    report = swarm_report.from_info(out, error)
+    if swarm_report.needs_node_inspect(report):
+        out, error = _docker(module, docker, swarm_report.NODE_ARGS)
+        report = swarm_report.with_node(report, out, error)
+    return report
+
+
 def _cuda_directory(reader, directory):
     """The version files of one CUDA directory, read within the time limit; None when it is no
     directory of its own (a link, a file)."""
@@ -374,6 +447,8 @@ def main():
     started = time.time()
     inputs = read_inputs(module)
     stack, toolkits, details = sv.build_stack(inputs)
+    details['swarm'] = read_swarm(module)
+    stack['swarm'] = swarm_report.summary(details['swarm'])
     details['collected_at'] = round(time.time(), 3)
     details['duration_s'] = round(time.time() - started, 3)
     # File names, uname and file contents may hold bytes that are not UTF-8.

@@ -28,7 +28,8 @@ def build_report(hosts, summary, findings, stats, baselines_used=None, generated
     host, one case per checked component, a failure per finding and an error for the components of
     a host without usable facts (the check could not run: it neither passed nor failed).
     Markdown: the headline, notes, hosts without facts and one row per finding (one per host
-    without facts), at most ``max_rows``.
+    without facts), at most ``max_rows``; when a host has docker, a table of every host's swarm state
+    (``stats['swarm']``, also in the JSON under ``swarm``), at most ``max_rows`` too.
     """
     document = {
         'generated_at': generated_at,
@@ -40,6 +41,9 @@ def build_report(hosts, summary, findings, stats, baselines_used=None, generated
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0:
         # A negative limit would slice from the end (rows[:-3]).
         raise ValueError('max_rows must be a whole number of rows of 0 or more, got %s' % (quote(max_rows),))
+    swarm_rows = stats.get('swarm') or {}
+    if swarm_rows:
+        document['swarm'] = swarm_rows
     if baselines_used is not None:
         document['baseline'] = baselines_used
     report = reports.Report(TITLE, 'FAILED' if summary['failed'] else 'passed', document,
@@ -82,10 +86,17 @@ def build_report(hosts, summary, findings, stats, baselines_used=None, generated
         # Host names as escaped text, never inside a code span (a backtick in a name would close it).
         report.paragraph('Hosts without facts (unreachable or not gathered): %s%s.' % (
             ', '.join(reports.md_line(h) for h in shown), ' and %d more' % more if more > 0 else ''))
+    _findings_table(report, findings, max_rows)
+    if swarm_rows:
+        _swarm_table(report, swarm_rows, max_rows)
+    return report
+
+
+def _findings_table(report, findings, max_rows):
     rows = drift.collapse_unknown(findings)
     if not rows:
         report.paragraph('No drift: every host matches its pins and its group.')
-        return report
+        return
     table = []
     for row in rows[:max_rows]:
         if row['kind'] == 'unknown' and 'count' in row:
@@ -98,7 +109,21 @@ def build_report(hosts, summary, findings, stats, baselines_used=None, generated
     report.table(['severity', 'host', 'component', 'expected', 'found', 'kind'], table)
     if len(rows) > max_rows:
         report.paragraph('%d more rows are in drift.json.' % (len(rows) - max_rows))
-    return report
+
+
+def _swarm_table(report, swarm_rows, max_rows):
+    """One row per host: its Docker Swarm state as stack_facts read it."""
+    report.heading('Docker Swarm')
+    table = []
+    for host, row in list(swarm_rows.items())[:max_rows]:
+        if row is None:
+            table.append([host, 'not reported', '', '', '', '', '', 'its stack_facts predates the swarm state'])
+            continue
+        table.append([host, row['state'], row['role'], row['availability'], row['reachability'],
+                      'yes' if row['leader'] else '', row['cluster_id'][:12], row['error']])
+    report.table(['host', 'state', 'role', 'availability', 'reachability', 'leader', 'cluster', 'error'], table)
+    if len(swarm_rows) > max_rows:
+        report.paragraph('%d more hosts are in drift.json (swarm).' % (len(swarm_rows) - max_rows))
 
 
 def render_markdown(summary, findings, stats, max_rows=500):

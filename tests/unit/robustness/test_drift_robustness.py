@@ -330,7 +330,8 @@ ERROR_CASES = _record('errors', [
     ('misspelled-consistent', {'consistent': ['kernal']}, {},
      ('error', "drift_audit: consistent names unknown component 'kernal'; known components: " + KNOWN)),
     ('misspelled-severity', {'severity': {'nccll': 'warning'}}, {},
-     ('error', "drift_audit: severity names unknown component 'nccll'; known components: " + KNOWN)),
+     # severity may also name swarm (the swarm findings' severity).
+     ('error', "drift_audit: severity names unknown component 'nccll'; known components: " + KNOWN + ', swarm')),
     ('misspelled-baseline-vars', {'baseline_vars': {'cuda': 'cuda_toolkit_version'}}, {},
      ('error', "drift_audit: baseline_vars names unknown component 'cuda'; known components: " + KNOWN)),
     ('baseline-var-not-a-name', {'baseline_vars': {'nccl': ''}}, {},

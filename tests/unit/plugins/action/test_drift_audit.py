@@ -284,3 +284,56 @@ def test_kubernetes_tools_pinned_only_by_the_inventory():
     got = [(f['host'], f['component'], f['kind'], f['expected'], f['found']) for f in result['findings']]
     assert got == [('n2', 'kubectl', 'baseline', '1.31.4', '1.20.1-00')]
     assert result['summary']['notes'] == []
+
+
+def _swarm(state, **fields):
+    value = {'state': state, 'role': '', 'availability': '', 'status': '', 'reachability': '', 'leader': False,
+             'node_id': '', 'node_addr': '', 'cluster_id': '', 'managers': [], 'error': ''}
+    value.update(fields)
+    return value
+
+
+def test_swarm_state_from_the_facts(tmp_path):
+    managers = [{'node_id': '4vzgkl1ovjh5bfmd3hmk5o1xq', 'addr': '10.0.0.11:2377'}]
+    states = {
+        'node1': _swarm('active', role='manager', availability='active', reachability='reachable', leader=True,
+                        node_id='4vzgkl1ovjh5bfmd3hmk5o1xq', cluster_id='w2s0d6tfqcgu8m2mjlsd5ca0r',
+                        managers=managers),
+        'node2': _swarm('active', role='worker', managers=managers),
+        'node3': _swarm('inactive'),
+    }
+    hostvars = {}
+    for host, state in states.items():
+        host_facts = facts()
+        host_facts['gpu_stack']['swarm'] = 'inactive' if host == 'node3' else 'active'
+        host_facts['gpu_stack_details']['swarm'] = state
+        hostvars[host] = {'ansible_facts': host_facts}
+    # The old fact layout (no swarm state) of a fourth host is shown as such, never a finding.
+    hostvars['node4'] = {'ansible_facts': facts()}
+    result = run_action({'report_dir': str(tmp_path), 'groups': ['gpu_nodes'], 'severity': {'swarm': 'critical'}},
+                        inventory_vars(hostvars, {'gpu_nodes': list(hostvars)}))
+    assert result['failed'] is True
+    assert [(f['host'], f['component'], f['kind'], f['severity'], f['expected'], f['found'])
+            for f in result['findings']] == [('node3', 'swarm', 'majority', 'critical', 'active', 'inactive')]
+    lines = result['msg'].splitlines()
+    assert lines[lines.index('swarm state of 4 hosts:') + 1:] == [
+        '  node1: active/manager/active, leader, reachable, cluster w2s0d6tfqcgu',
+        '  node2: active/worker, managers 10.0.0.11:2377',
+        '  node3: inactive',
+        '  node4: not reported (its stack_facts predates the swarm state)',
+    ]
+    with open(result['reports']['json']) as handle:
+        assert json.load(handle)['swarm']['node2']['role'] == 'worker'
+    # Without the override the membership rule is a warning: the default fail_on passes.
+    result = run_action({'groups': ['gpu_nodes']}, inventory_vars(hostvars, {'gpu_nodes': list(hostvars)}))
+    assert result['failed'] is False and result['findings'][0]['severity'] == 'warning'
+
+
+def test_swarm_is_no_component_to_pin():
+    hostvars = {'node1': {'ansible_facts': facts()}}
+    result = run_action({'consistent': ['swarm']}, inventory_vars(hostvars))
+    assert result['failed'] and "consistent names unknown component 'swarm'" in result['msg']
+    result = run_action({'baseline': {'swarm': 'active'}}, inventory_vars(hostvars))
+    assert result['failed'] and "baseline names unknown component 'swarm'" in result['msg']
+    result = run_action({'severity': {'swarm': 'loud'}}, inventory_vars(hostvars))
+    assert result['failed'] and "severity[swarm]='loud'" in result['msg']

@@ -357,3 +357,151 @@ def test_pin_origins_apply_where_installed_and_are_named():
     findings, dummy = drift.audit(['a', 'b'], facts, baselines=baselines, consistent=[])
     assert sorted((f['host'], f['kind']) for f in findings) == [('a', 'missing'), ('b', 'baseline')]
     assert all('pin_origin' not in f for f in findings)
+
+
+# ------------------------------------------------------------------ the swarm state
+
+CLUSTER = 'w2s0d6tfqcgu8m2mjlsd5ca0r'
+SWARM_MANAGERS = [{'node_id': '4vzgkl1ovjh5bfmd3hmk5o1xq', 'addr': '10.0.0.11:2377'}]
+
+
+def swarm_state(state, **fields):
+    value = {'state': state, 'role': '', 'availability': '', 'status': '', 'reachability': '', 'leader': False,
+             'node_id': '', 'node_addr': '', 'cluster_id': '', 'managers': [], 'error': ''}
+    value.update(fields)
+    return value
+
+
+def swarm_manager(cluster=CLUSTER, node='4vzgkl1ovjh5bfmd3hmk5o1xq', managers=None):
+    return swarm_state('active', role='manager', availability='active', reachability='reachable', leader=True,
+                       cluster_id=cluster, node_id=node, managers=managers or SWARM_MANAGERS)
+
+
+def swarm_worker(managers=None):
+    return swarm_state('active', role='worker', managers=managers or SWARM_MANAGERS)
+
+
+def test_swarm_state_is_reported_not_compared_as_a_version():
+    hosts = ['m1', 'w1', 'w2']
+    facts = dict((h, facts_with()) for h in hosts)
+    # gpu_stack.swarm differs on every host (manager, worker, drained): no finding, it is no version.
+    facts['m1']['swarm'] = 'active/manager/active'
+    facts['w1']['swarm'] = 'active/worker'
+    swarm = {'m1': swarm_manager(), 'w1': swarm_worker(), 'w2': swarm_worker()}
+    findings, stats = drift.audit(hosts, facts, consistent=list(STACK), swarm=swarm)
+    assert findings == []
+    assert stats['checks']['w1'] == ['kernel', 'cuda_toolkit', 'nccl', 'swarm']
+    assert list(stats['swarm']) == hosts and stats['swarm']['m1']['cluster_id'] == CLUSTER
+    # swarm can be neither pinned nor made consistent.
+    with pytest.raises(drift.BaselineError, match="names unknown component 'swarm'"):
+        drift.check_components(['swarm'], 'consistent')
+    drift.check_components(['swarm'], 'severity', drift.SEVERITY_COMPONENTS)
+
+
+def test_swarm_findings_join_the_audit():
+    hosts = ['m1', 'w1', 'w2', 'w3', 'other', 'nodocker', 'old', 'down']
+    facts = dict((h, facts_with()) for h in hosts)
+    facts['down'] = None
+    strangers = [{'node_id': 'b1n2m3k4j5h6g7f8d9s0a1q2w', 'addr': '10.0.9.1:2377'}]
+    swarm = {'m1': swarm_manager(), 'w1': swarm_worker(), 'w2': swarm_worker(),
+             'w3': swarm_state('inactive'), 'other': swarm_worker(strangers),
+             'nodocker': swarm_state('absent'), 'down': swarm_worker()}
+    findings, stats = drift.audit(hosts, facts, consistent=['kernel'], swarm=swarm,
+                                  unknown_reasons={'down': 'unreachable'})
+    got = sorted((f['host'], f['component'], f['kind'], f['severity'], f['expected'], f['found'])
+                 for f in findings)
+    assert got == [
+        ('down', 'kernel', 'unknown', 'critical', None, None),
+        ('other', 'swarm', 'majority', 'critical', 'cluster w2s0d6tfqcgu', 'managers 10.0.9.1:2377'),
+        ('w3', 'swarm', 'majority', 'warning', 'active', 'inactive'),
+    ]
+    # A host without facts takes no part; one without docker is shown, not checked; one whose facts
+    # predate the swarm state is shown as such.
+    assert 'swarm' not in stats['checks']['down'] and 'swarm' not in stats['checks']['nodocker']
+    assert list(stats['swarm']) == ['m1', 'w1', 'w2', 'w3', 'other', 'nodocker', 'old']
+    assert stats['swarm']['old'] is None
+    summary = drift.summarize(hosts, findings, stats, unknown_hosts=['down'])
+    assert 'swarm' in summary['components']
+    lines = drift.summary_text(summary, findings, stats=stats)
+    at = lines.index('swarm state of 7 hosts:')
+    assert lines[at + 1:] == [
+        '  m1: active/manager/active, leader, reachable, cluster w2s0d6tfqcgu',
+        '  w1: active/worker, managers 10.0.0.11:2377',
+        '  w2: active/worker, managers 10.0.0.11:2377',
+        '  w3: inactive',
+        '  other: active/worker, managers 10.0.9.1:2377',
+        '  nodocker: absent (no docker CLI)',
+        '  old: not reported (its stack_facts predates the swarm state)',
+    ]
+    assert drift.summary_text(summary, findings, limit=2, stats=stats)[-1] == '  ... 5 more in the reports'
+
+
+def test_no_swarm_lines_when_no_host_has_docker():
+    hosts = ['a', 'b']
+    facts = dict((h, facts_with()) for h in hosts)
+    findings, stats = drift.audit(hosts, facts, swarm={'a': swarm_state('absent'), 'b': swarm_state('absent')})
+    assert findings == [] and stats['swarm'] == {}
+    summary = drift.summarize(hosts, findings, stats)
+    assert not any(line.startswith('swarm') for line in drift.summary_text(summary, findings, stats=stats))
+    assert 'swarm' not in summary['components']
+
+
+def test_swarm_severity_ignore_and_groups():
+    hosts = ['g1', 'g2', 'g3', 'login']
+    facts = dict((h, facts_with()) for h in hosts)
+    swarm = {'g1': swarm_worker(), 'g2': swarm_worker(), 'g3': swarm_state('locked', error='Swarm is encrypted'),
+             'login': swarm_state('inactive')}
+    groups = drift.partition_hosts(hosts, [('gpu', ['g1', 'g2', 'g3'])])
+    findings, dummy = drift.audit(hosts, facts, consistent=[], groups=groups, swarm=swarm)
+    # login is alone in its group: inactive there is no drift.
+    assert [(f['host'], f['severity'], f['group']) for f in findings] == [('g3', 'warning', 'gpu')]
+    assert findings[0]['message'] == ('swarm state locked (Swarm is encrypted) while 2 of 3 hosts with docker in '
+                                      'gpu are active in a swarm')
+    findings, dummy = drift.audit(hosts, facts, consistent=[], groups=groups, swarm=swarm,
+                                  severity={'swarm': 'critical'})
+    assert [f['severity'] for f in findings] == ['critical']
+    findings, stats = drift.audit(hosts, facts, consistent=[], groups=groups, swarm=swarm, ignore=['g3:swarm'])
+    assert findings == [] and 'g3' not in stats['swarm']
+    findings, dummy = drift.audit(hosts, facts, consistent=[], groups=groups, swarm=swarm, ignore=['swarm'])
+    assert findings == []
+
+
+def test_swarm_facts_of_the_wrong_shape_are_unknown_for_swarm_alone():
+    hosts = ['a', 'b']
+    facts = dict((h, facts_with()) for h in hosts)
+    findings, stats = drift.audit(hosts, facts, consistent=['kernel'], unknown_severity='warning',
+                                  swarm={'a': {'state': 'active', 'managers': 'm1'}, 'b': swarm_worker()})
+    assert [(f['host'], f['component'], f['kind'], f['severity'], f['scope'], f['message']) for f in findings] == [
+        ('a', 'swarm', 'unknown', 'warning', 'component',
+         'swarm state unknown: gpu_stack_details.swarm.managers has type str, expected a list')]
+    assert stats['checks']['a'] == ['kernel', 'swarm']
+    assert stats['swarm']['a']['state'] == 'unknown'
+
+
+def test_swarm_in_the_reports(tmp_path):
+    hosts = ['m1', 'w1', 'w2', 'w3']
+    facts = dict((h, facts_with()) for h in hosts)
+    swarm = {'m1': swarm_manager(), 'w1': swarm_worker(), 'w2': swarm_worker(), 'w3': swarm_state(
+        'unknown', error='docker info failed (rc=1): Cannot connect to the Docker daemon')}
+    findings, stats = drift.audit(hosts, facts, consistent=['kernel'], swarm=swarm)
+    summary = drift.summarize(hosts, findings, stats)
+    paths = drift_reports.write_reports(str(tmp_path), hosts, summary, findings, stats)
+    with open(paths['json']) as handle:
+        document = json.load(handle)
+    assert document['swarm']['w3']['error'].startswith('docker info failed')
+    assert document['swarm']['m1']['leader'] is True
+    root = ET.parse(paths['junit']).getroot()
+    failure = root.find("testsuite[@name='w3']/testcase[@name='swarm']/failure")
+    assert failure.get('type') == 'warning:majority'
+    assert failure.get('message') == 'majority drift: expected active, found unknown'
+    assert root.find("testsuite[@name='w1']/testcase[@name='swarm']").find('failure') is None
+    with open(paths['markdown']) as handle:
+        text = handle.read()
+    assert '## Docker Swarm' in text
+    assert '| m1 | active | manager | active | reachable | yes | w2s0d6tfqcgu |  |' in text
+    assert '| w1 | active | worker |  |  |  |  |  |' in text
+    assert ('| w3 | unknown |  |  |  |  |  | docker info failed (rc=1): Cannot connect to the Docker daemon |'
+            in text)
+    assert '| warning | w3 | swarm | active | unknown | majority |' in text
+    capped = drift_reports.render_markdown(summary, findings, stats, max_rows=1)
+    assert '3 more hosts are in drift.json (swarm).' in capped

@@ -156,3 +156,118 @@ def test_files_only(fake_root):
 def test_bad_option_fails_cleanly(fake_root):
     how, result, dummy = run_module({'package_manager': 'apk'}, lambda cmd: (0, '', ''))
     assert how == 'fail' and 'package_manager' in result['msg']
+
+
+# ------------------------------------------------------------------ the Docker Swarm state
+
+DOCKER_INFO = ['/usr/bin/docker', 'info', '--format', '{{json .}}']
+NODE_INSPECT = ['/usr/bin/docker', 'node', 'inspect', 'self', '--format', '{{json .}}']
+
+
+def _swarm_fixture(own_fixtures_dir, name):
+    with open(os.path.join(own_fixtures_dir, 'swarm', name)) as handle:
+        return handle.read()
+
+
+def _docker(answers):
+    """A run_command for run_module: dpkg-query answers nothing, docker what ``answers`` maps its argv to."""
+    def run_command(cmd):
+        if cmd[0] == '/usr/bin/dpkg-query':
+            return 0, '', ''
+        answer = answers[tuple(cmd)]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    return run_command
+
+
+def test_without_docker_the_swarm_is_absent(fake_root):
+    how, result, calls = run_module({}, lambda cmd: (0, '', ''))
+    assert how == 'exit' and len(calls) == 1
+    assert result['ansible_facts']['gpu_stack']['swarm'] is None
+    assert result['ansible_facts']['gpu_stack_details']['swarm']['state'] == 'absent'
+
+
+def test_worker_reads_docker_info_only(fake_root, own_fixtures_dir):
+    answers = {tuple(DOCKER_INFO): (0, _swarm_fixture(own_fixtures_dir, 'info_worker_26.json'), '')}
+    how, result, calls = run_module({}, _docker(answers), bins=('dpkg-query', 'docker'))
+    assert how == 'exit'
+    # One docker call: a worker cannot inspect itself, so node inspect is never tried.
+    assert calls[1:] == [DOCKER_INFO]
+    swarm = result['ansible_facts']['gpu_stack_details']['swarm']
+    assert (swarm['state'], swarm['role'], swarm['node_id']) == ('active', 'worker', 'q8m1v4c2x7d9k3p5r6t0y2u4a')
+    assert [m['addr'] for m in swarm['managers']] == ['10.0.0.11:2377', '10.0.0.12:2377', '10.0.0.13:2377']
+    assert result['ansible_facts']['gpu_stack']['swarm'] == 'active/worker'
+    json.dumps(result['ansible_facts'])
+
+
+def test_manager_reads_node_inspect_too(fake_root, own_fixtures_dir):
+    answers = {tuple(DOCKER_INFO): (0, _swarm_fixture(own_fixtures_dir, 'info_manager_leader_26.json'), ''),
+               tuple(NODE_INSPECT): (0, _swarm_fixture(own_fixtures_dir, 'node_inspect_leader_26.json'), '')}
+    how, result, calls = run_module({}, _docker(answers), bins=('dpkg-query', 'docker'))
+    assert how == 'exit' and calls[1:] == [DOCKER_INFO, NODE_INSPECT]
+    swarm = result['ansible_facts']['gpu_stack_details']['swarm']
+    assert swarm == {'state': 'active', 'role': 'manager', 'availability': 'active', 'status': 'ready',
+                     'reachability': 'reachable', 'leader': True, 'node_id': '4vzgkl1ovjh5bfmd3hmk5o1xq',
+                     'node_addr': '10.0.0.11', 'cluster_id': 'w2s0d6tfqcgu8m2mjlsd5ca0r',
+                     'managers': swarm['managers'], 'error': ''}
+    assert result['ansible_facts']['gpu_stack']['swarm'] == 'active/manager/active'
+
+
+def test_locked_swarm_is_reported(fake_root, own_fixtures_dir):
+    answers = {tuple(DOCKER_INFO): (0, _swarm_fixture(own_fixtures_dir, 'info_locked_26.json'), '')}
+    how, result, calls = run_module({}, _docker(answers), bins=('dpkg-query', 'docker'))
+    assert how == 'exit' and calls[1:] == [DOCKER_INFO]
+    assert result['ansible_facts']['gpu_stack']['swarm'] == 'locked'
+    assert 'docker swarm unlock' in result['ansible_facts']['gpu_stack_details']['swarm']['error']
+
+
+def test_failing_docker_is_reported_never_a_module_failure(fake_root, own_fixtures_dir):
+    answers = {tuple(DOCKER_INFO): (1, _swarm_fixture(own_fixtures_dir, 'info_daemon_down_28.json'),
+                                    'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. '
+                                    'Is the docker daemon running?\n')}
+    how, result, dummy = run_module({}, _docker(answers), bins=('dpkg-query', 'docker'))
+    assert how == 'exit'
+    swarm = result['ansible_facts']['gpu_stack_details']['swarm']
+    assert swarm['state'] == 'unknown'
+    assert swarm['error'] == ('docker info failed (rc=1): Cannot connect to the Docker daemon at '
+                              'unix:///var/run/docker.sock. Is the docker daemon running?')
+    assert result['ansible_facts']['gpu_stack']['swarm'] == 'unknown'
+
+
+def test_hung_docker_info_and_node_inspect(fake_root, own_fixtures_dir):
+    answers = {tuple(DOCKER_INFO): stack_facts.QueryTimeout()}
+    how, result, dummy = run_module({'command_timeout': 7}, _docker(answers), bins=('dpkg-query', 'docker'))
+    assert how == 'exit'
+    assert result['ansible_facts']['gpu_stack_details']['swarm']['error'] == (
+        'docker info did not finish within command_timeout=7 s and was killed with its process group (a hung dockerd?)')
+    answers = {tuple(DOCKER_INFO): (0, _swarm_fixture(own_fixtures_dir, 'info_manager_leader_26.json'), ''),
+               tuple(NODE_INSPECT): stack_facts.QueryTimeout()}
+    how, result, dummy = run_module({}, _docker(answers), bins=('dpkg-query', 'docker'))
+    swarm = result['ansible_facts']['gpu_stack_details']['swarm']
+    assert how == 'exit' and (swarm['state'], swarm['role']) == ('active', 'manager')
+    assert swarm['error'] == ('docker node inspect self: docker node inspect self did not finish within '
+                              'command_timeout=60 s and was killed with its process group (a hung dockerd?)')
+
+
+def test_hung_docker_is_killed_for_real(fake_root, tmp_path):
+    """The real bounded command (no run_query fake): a docker that never answers costs command_timeout."""
+    docker = tmp_path / 'docker'
+    docker.write_text('#!/bin/sh\nexec sleep 60\n')
+    docker.chmod(0o755)
+    real_bin = basic.AnsibleModule.get_bin_path
+
+    def fake_bin(self, name, *a, **kw):
+        if name == 'docker':
+            return str(docker)
+        return real_bin(self, name, *a, **kw) if name == 'timeout' else None
+
+    with patch_module_args({'package_manager': 'none', 'command_timeout': 1}), \
+            mock.patch.object(basic.AnsibleModule, 'exit_json', _exit_json), \
+            mock.patch.object(basic.AnsibleModule, 'get_bin_path', fake_bin):
+        with pytest.raises(ExitJson) as ended:
+            stack_facts.main()
+    facts = ended.value.args[0]['ansible_facts']
+    assert facts['gpu_stack_details']['swarm']['error'].startswith('docker info did not finish within command_timeout=1 s')
+    assert facts['gpu_stack']['swarm'] == 'unknown'
+    assert facts['gpu_stack_details']['duration_s'] < 30
