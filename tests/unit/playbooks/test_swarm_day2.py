@@ -186,40 +186,15 @@ def test_health_check_acts_before_the_critical_hosts_fail_and_only_on_swarm():
 
 # The collection's filters are found through Ansible's collection loader; installed in this process it would take
 # over the ansible_collections package the other tests imported (tests/unit/robustness/test_config_robustness_round2.py),
-# so the expressions that call them are rendered by one child process per module, one JSON line per request.
-RENDER_SERVER = r"""
-import json, sys
-from ansible.plugins.loader import init_plugin_loader
-init_plugin_loader([sys.argv[1]])
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
-
-def trust(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return dict((k, trust(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [trust(v) for v in value]
-    return value
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    try:
-        reply = {'value': Templar(loader=DataLoader(), variables=trust(request['variables'])).template(trust(request['value']))}
-    except Exception as exc:  # reported to the test, which fails with it
-        reply = {'error': '%s: %s' % (type(exc).__name__, exc)}
-    sys.stdout.write('RENDER ' + json.dumps(reply, default=str) + '\n')
-    sys.stdout.flush()
-"""
+# so the expressions that call them are rendered by one child process per module (tests/unit/roles/k8s_render.py
+# --serve), one JSON line per request.
+RENDERER = os.path.join(REPO, 'tests', 'unit', 'roles', 'k8s_render.py')
 
 
 @pytest.fixture(scope='module')
 def render():
     """``render(variables, value)``: ``value`` templated as a play would, with the collection's filters."""
-    proc = subprocess.Popen([sys.executable, '-c', RENDER_SERVER, os.path.join(REPO, 'collections')],
+    proc = subprocess.Popen([sys.executable, RENDERER, '--serve'],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
                             env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg')))
 

@@ -20,7 +20,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..')
 COLLECTIONS = os.path.join(REPO, 'collections')
 
 
-def main():
+def templar_factory():
+    """(make_templar(variables), trust) with the collection's filters found by name, as in a play."""
     from ansible.plugins.loader import init_plugin_loader
     init_plugin_loader([COLLECTIONS])
     from ansible.parsing.dataloader import DataLoader
@@ -40,6 +41,13 @@ def main():
             return [trust(v) for v in value]
         return value
 
+    def make(variables):
+        return Templar(loader=DataLoader(), variables=trust(variables))
+    return make, trust
+
+
+def main():
+    make, trust = templar_factory()
     results = []
     for job in json.load(sys.stdin):
         variables = {}
@@ -47,14 +55,31 @@ def main():
             with open(os.path.join(REPO, 'roles', job['role'], part, 'main.yml')) as handle:
                 variables.update(yaml.safe_load(handle) or {})
         variables.update(job['variables'])
-        templar = Templar(loader=DataLoader(), variables=trust(variables))
+        templar = make(variables)
         if 'template' in job:
             with open(os.path.join(REPO, 'roles', job['role'], 'templates', job['template'])) as handle:
-                results.append(templar.template(trust_as_template(handle.read())))
+                results.append(templar.template(trust(handle.read())))
         else:
-            results.append(templar.template(trust_as_template(job['expression'])))
+            results.append(templar.template(trust(job['expression'])))
     json.dump(results, sys.stdout)
 
 
+def serve():
+    """One JSON line per request on stdin, {"variables", "value"}; one line per reply, ``RENDER {"value"}`` or
+    ``RENDER {"error"}`` (for many expressions in one process: tests/unit/playbooks/test_swarm_day2.py)."""
+    make, trust = templar_factory()
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            reply = {'value': make(request['variables']).template(trust(request['value']))}
+        except Exception as exc:  # pylint: disable=broad-except  # reported to the test, which fails with it
+            reply = {'error': '%s: %s' % (type(exc).__name__, exc)}
+        sys.stdout.write('RENDER ' + json.dumps(reply, default=str) + '\n')
+        sys.stdout.flush()
+
+
 if __name__ == '__main__':
-    main()
+    if sys.argv[1:] == ['--serve']:
+        serve()
+    else:
+        main()
