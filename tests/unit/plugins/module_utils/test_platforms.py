@@ -28,6 +28,122 @@ def test_archive_versions(distribution, version, expected):
     assert platforms.archive_version(distribution, version, 'prometheus-node-exporter') == expected
 
 
+# Slurm and munge as each release's archive offers them (docs/platforms.md cites every row): the slurm role's
+# default pins.
+@pytest.mark.parametrize('distribution, version, slurm, munge', [
+    ('Debian', '12', '22.05.8', '0.5.15'), ('Debian', '12.11', '22.05.8', '0.5.15'),
+    ('Debian', '13', '24.11.5', '0.5.16'), ('Debian', '13.1', '24.11.5', '0.5.16'),
+    ('Ubuntu', '22.04', '21.08.5', '0.5.14'), ('Ubuntu', '24.04', '23.11.4', '0.5.15'),
+    ('Ubuntu', '20.04', '', ''), ('Debian', '11', '', ''), ('Rocky', '9.4', '', ''), ('RedHat', '9.4', '', ''),
+    ('', '', '', ''), (None, None, '', ''),
+])
+def test_slurm_and_munge_archive_versions(distribution, version, slurm, munge):
+    assert platforms.archive_version(distribution, version, 'slurm-wlm') == slurm
+    assert platforms.archive_version(distribution, version, 'munge') == munge
+    assert platforms.resolve_pin('', distribution, version, 'slurm-wlm') == slurm
+    assert platforms.resolve_pin(None, distribution, version, 'munge') == munge
+    assert platforms.resolve_pin(' 23.02.7 ', distribution, version, 'slurm-wlm') == '23.02.7'   # a pin stands
+
+
+def test_every_slurm_release_of_the_table_is_one_slurm_versions_knows():
+    # The upgrade window and the cross-node rule judge these versions: each major release must be known there.
+    from ansible_collections.gpucluster.core.plugins.module_utils import slurm_versions
+    for release, packages in platforms.ARCHIVE.items():
+        if 'slurm-wlm' in packages:
+            assert slurm_versions.major_release(packages['slurm-wlm']) in slurm_versions.RELEASES, release
+        assert release in platforms.CODENAMES, release
+
+
+@pytest.mark.parametrize('distribution, version, name', [
+    ('Debian', '12.7', 'Debian 12 (bookworm)'), ('Ubuntu', '24.04', 'Ubuntu 24.04 (noble)'),
+    ('Ubuntu', '20.04', 'Ubuntu 20.04'), ('', '', 'an unknown distribution'),
+])
+def test_release_names(distribution, version, name):
+    assert platforms.release_name(distribution, version) == name
+
+
+PACKAGES = {'slurm_version': 'slurm-wlm', 'slurm_munge_version': 'munge'}
+
+
+def _pins(slurm='', munge=''):
+    return {'slurm_version': slurm, 'slurm_munge_version': munge}
+
+
+@pytest.mark.parametrize('pins, distribution, version', [
+    (_pins(), 'Debian', '12'), (_pins(), 'Ubuntu', '24.04'),
+    (_pins('22.05.8', '0.5.15'), 'Debian', '12.9'), (_pins('24.11.5'), 'Debian', '13'),
+    (_pins('21.08.5', '0.5.14'), 'Ubuntu', '22.04'),
+    (_pins('20.11.9', '0.5.13'), 'Ubuntu', '20.04'),      # unknown to the table: the install checks the offer
+])
+def test_pins_accepted(pins, distribution, version):
+    assert platforms.pin_errors(pins, distribution, version, PACKAGES) == []
+
+
+def test_an_empty_pin_on_a_release_the_table_does_not_know_is_refused():
+    errors = platforms.pin_errors(_pins(munge='0.5.13'), 'Ubuntu', '20.04', PACKAGES)
+    assert errors == [
+        'slurm_version is empty, which means the slurm-wlm version the node\'s archive offers, but the platform table '
+        '(docs/platforms.md) records none for Ubuntu 20.04: set slurm_version to the upstream version (the part '
+        'before "-") that this host\'s package sources offer']
+    # Also with the site's repository and without the offer check (tasks_from upgrade): nothing to resolve to.
+    assert platforms.pin_errors(_pins(), 'Ubuntu', '20.04', PACKAGES, own_repository=True, check_offered=False) == [
+        e.replace('slurm_version', 'slurm_munge_version').replace('slurm-wlm', 'munge') for e in errors] + errors
+
+
+@pytest.mark.parametrize('pins, distribution, version, message', [
+    (_pins('22.05.8'), 'Ubuntu', '22.04',
+     'slurm_version = "22.05.8" is not offered on Ubuntu 22.04 (jammy): its archive has slurm-wlm 21.08.5 '
+     '(docs/platforms.md). Set slurm_version to "21.08.5" or leave it empty (the archive\'s version), or install '
+     'slurm-wlm 22.05.8 from your own package repository (slurm_apt_repository)'),
+    (_pins('22.05.8'), 'Ubuntu', '24.04',
+     'slurm_version = "22.05.8" is not offered on Ubuntu 24.04 (noble): its archive has slurm-wlm 23.11.4'),
+    (_pins('22.05.9'), 'Debian', '12.4',
+     'slurm_version = "22.05.9" is not offered on Debian 12 (bookworm): its archive has slurm-wlm 22.05.8'),
+    (_pins('24.11.5', '0.5.15'), 'Debian', '13',
+     'slurm_munge_version = "0.5.15" is not offered on Debian 13 (trixie): its archive has munge 0.5.16'),
+    # As the install compares: the upstream version exactly, never the package version or an epoch.
+    (_pins('22.05.8-4+deb12u3'), 'Debian', '12', 'slurm_version = "22.05.8-4+deb12u3" is not offered'),
+    (_pins('1:24.11.5'), 'Debian', '13', 'slurm_version = "1:24.11.5" is not offered'),
+    (_pins('22.05'), 'Debian', '12', 'slurm_version = "22.05" is not offered'),
+])
+def test_a_pin_the_archive_does_not_offer_is_refused(pins, distribution, version, message):
+    errors = platforms.pin_errors(pins, distribution, version, PACKAGES, repository='slurm_apt_repository')
+    assert len(errors) == 1 and errors[0].startswith(message), errors
+    # The site's own repository, or the upgrade path (whose install checks what the sources offer), takes it.
+    assert platforms.pin_errors(pins, distribution, version, PACKAGES, own_repository=True) == []
+    assert platforms.pin_errors(pins, distribution, version, PACKAGES, check_offered=False) == []
+
+
+def _hosts(**spec):
+    return dict((h, {'version': v, 'distribution': d, 'distribution_version': r}) for h, (v, d, r) in spec.items())
+
+
+@pytest.mark.parametrize('hosts', [
+    _hosts(ctl=('22.05.8', 'Debian', '12'), n1=('22.05.8', 'Debian', '12.5')),
+    _hosts(ctl=('23.11.4', 'Ubuntu', '24.04'), n1=('23.02.7', 'Ubuntu', '24.04'), n2=('22.05.8', 'Debian', '12')),
+    _hosts(ctl=('24.11.5', 'Debian', '13'), n1=('23.02.7', 'Debian', '12')),     # three releases from 24.11
+    _hosts(ctl=('22.05.8.1', 'Debian', '12'), n1=('22.05.8', 'Debian', '12')),   # the lab's test double, controller first
+    _hosts(ctl=('22.05.8', 'Debian', '12'), n1=('latest', 'Debian', '12')),      # no version: its own check names it
+    _hosts(n1=('24.11.5', 'Debian', '13')),                                      # the controller is not in the play
+    _hosts(ctl=('26.05.1', 'Debian', '14'), n1=('25.11.2', 'Debian', '14')),     # a release not known: "not newer" only
+])
+def test_cluster_versions_accepted(hosts):
+    assert platforms.slurm_cluster_errors('ctl', hosts) == []
+
+
+def test_a_slurmd_newer_than_slurmctld_or_outside_its_window_is_refused():
+    hosts = _hosts(ctl=('22.05.8', 'Debian', '12'), n1=('24.11.5', 'Debian', '13'), n2=('22.05.9', 'Debian', '12'),
+                   n3=('20.02.7', 'Ubuntu', '20.04'), n4=('21.08.5', 'Ubuntu', '22.04'))
+    errors = platforms.slurm_cluster_errors('ctl', hosts)
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        'slurm_version differs across the cluster: the controller ctl at 22.05.8 on Debian 12 (bookworm); newer than '
+        'slurmctld: n1 at 24.11.5 on Debian 13 (trixie), n2 at 22.05.9 on Debian 12 (bookworm); older than the '
+        'releases slurmctld 22.05 talks to (21.08, 20.11): n3 at 20.02.7 on Ubuntu 20.04. Every slurmd')
+    assert 'on mixed releases set one slurm_version for the whole cluster' in errors[0]
+    assert platforms.slurm_cluster_errors('ctl', _hosts(ctl=('22.05.8', 'Debian', '12'), n1=('22.05.8.1', 'Debian', '12')))
+
+
 @pytest.mark.parametrize('version, flag', [
     ('1.3.1', '--web.config'), ('1.4.1', '--web.config'), ('1.5.0', '--web.config.file'),
     ('1.9.1', '--web.config.file'), ('v1.10.2', '--web.config.file'), ('', '--web.config.file'),
@@ -76,5 +192,26 @@ def test_the_role_writes_the_option_its_node_exporter_knows():
 
 
 def test_filters_name_themselves_on_malformed_input():
+    filters = FilterModule().filters()
     with pytest.raises(Exception, match='platform_archive_version: malformed input'):
-        FilterModule().filters()['platform_archive_version']('Debian')
+        filters['platform_archive_version']('Debian')
+    with pytest.raises(Exception, match='platform_pin: malformed input .*the facts must be a mapping'):
+        filters['platform_pin']('', 'Debian', 'slurm-wlm')
+    with pytest.raises(Exception, match='platform_pin: malformed input .*the pin must be a string'):
+        filters['platform_pin']({'x': 1}, {'distribution': 'Debian'}, 'slurm-wlm')
+    with pytest.raises(Exception, match='platform_pin_errors: malformed input .*no package named for slurm_version'):
+        filters['platform_pin_errors']({'slurm_version': ''}, {}, {})
+    with pytest.raises(Exception, match='platform_pin_errors: malformed input .*slurm_version must be a string'):
+        filters['platform_pin_errors']({'slurm_version': 22.05}, {}, PACKAGES)
+    with pytest.raises(Exception, match='slurm_cluster_version_errors: malformed input'):
+        filters['slurm_cluster_version_errors'](['ctl'], 'ctl')
+
+
+def test_filters_read_ansible_facts():
+    filters = FilterModule().filters()
+    facts = {'distribution': 'Ubuntu', 'distribution_version': '24.04', 'os_family': 'Debian'}
+    assert filters['platform_pin']('', facts, 'slurm-wlm') == '23.11.4'
+    assert filters['platform_pin']('', {}, 'slurm-wlm') == ''
+    assert filters['platform_pin_errors'](_pins('23.11.4', ''), facts, PACKAGES) == []
+    assert filters['platform_pin_errors'](_pins('', ''), {}, PACKAGES, check_offered=False)[0].startswith(
+        'slurm_munge_version is empty')
