@@ -17,6 +17,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.gpucluster.core.plugins.filter.config_values import guarded
+from ansible_collections.gpucluster.core.plugins.module_utils.json_object import load_object
 from ansible_collections.gpucluster.core.plugins.module_utils.nested import deep_merge, get_path
 from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
 
@@ -460,15 +461,10 @@ def docker_daemon_merge(text, runtime_name='nvidia', binary_path='/usr/bin/nvidi
     Returns {'needs_write': bool, 'content': str}; content is the input text itself when nothing changes.
     """
     text = to_text(text or '')
-    if text.strip():
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise AnsibleFilterError('%s is not valid JSON (%s); it was left untouched: fix it by hand' % (what, exc))
-        if not isinstance(data, dict):
-            raise AnsibleFilterError('%s must hold a JSON object, found %s; it was left untouched' % (what, type(data).__name__))
-    else:
-        data = {}
+    try:
+        data = load_object(text, what)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
     wanted = copy.deepcopy(data)
     runtimes = wanted.get('runtimes', {})
     if not isinstance(runtimes, dict):

@@ -1,5 +1,6 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the swarm role and the day-2 playbooks: thin wrappers over module_utils/swarm.py.
+"""Filters of the swarm and monitoring roles and the day-2 playbooks: thin wrappers over module_utils/swarm.py,
+where every decision is (and its unit tests).
 
 Each turns the module's ValueError into an AnsibleFilterError that names the filter and what it takes.
 """
@@ -24,10 +25,17 @@ def _run(name, function, *args):
 
 def swarm_managers(groups, node_group='gpu_nodes', manager_group='swarm_managers'):
     """The manager hosts: the group ``manager_group`` when it has hosts, else the first 3 (or 1) of ``node_group``."""
-    if not isinstance(groups, dict):
-        raise AnsibleFilterError('swarm_managers: expected the groups variable, got %s' % type(groups).__name__)
-    return _run('swarm_managers', sw.choose_managers, list(groups.get(node_group) or []),
-                list(groups.get(manager_group) or []))
+    return _run('swarm_managers', sw.managers_from_groups, groups, node_group, manager_group)
+
+
+def swarm_default_port(name):
+    """The port Swarm uses for ``name`` (control, gossip, vxlan): the control plane's is swarm_port's default."""
+    return _run('swarm_default_port', sw.default_port, name)
+
+
+def swarm_ports(protocol, control_port=None):
+    """The ports Swarm uses over ``protocol`` (tcp or udp), the control plane on ``control_port`` (swarm_port)."""
+    return _run('swarm_ports', sw.ports, protocol, control_port)
 
 
 def swarm_env_name(kind):
@@ -52,17 +60,17 @@ def swarm_running_resources(info_text):
 
 def swarm_restart_plan(wanted, running, tasks_running):
     """{restart, pending, why}: restart dockerd for new generic resources only while no Swarm task runs."""
-    return _run('swarm_restart_plan', sw.restart_plan, list(wanted or []), list(running or []), int(tasks_running))
+    return _run('swarm_restart_plan', sw.restart_plan, wanted, running, tasks_running)
 
 
 def swarm_needs_legacy_mode(toolkit_version):
     """Whether the NVIDIA runtime needs mode legacy for swarm-resource to count (below 1.19.0 or unknown)."""
-    return sw.needs_legacy_mode(toolkit_version)
+    return _run('swarm_needs_legacy_mode', sw.needs_legacy_mode, toolkit_version)
 
 
 def swarm_toolkit_config(text, kind, legacy):
     """{needs_write, content}: config.toml with swarm-resource from the kind (and mode legacy when asked)."""
-    return _run('swarm_toolkit_config', sw.toolkit_config, text, kind, bool(legacy))
+    return _run('swarm_toolkit_config', sw.toolkit_config, text, kind, legacy)
 
 
 def swarm_state(info_text):
@@ -72,31 +80,17 @@ def swarm_state(info_text):
 
 def swarm_join_plan(state, host, managers, cluster, init_in_run=False):
     """{action (init, join, none, error), role, error} for ``host``."""
-    return _run('swarm_join_plan', sw.join_plan, host, state, list(managers), cluster, bool(init_in_run))
+    return _run('swarm_join_plan', sw.join_plan, host, state, managers, cluster, init_in_run)
 
 
 def swarm_address_problem(address, facts):
     """'' when ``address`` may carry Swarm's traffic, else why not (an IPoIB interface is the fabric's)."""
-    if not isinstance(facts, dict):
-        raise AnsibleFilterError('swarm_address_problem: expected the host facts, got %s' % type(facts).__name__)
-    interfaces = {}
-    for device in facts.get('interfaces') or []:
-        data = facts.get(str(device).replace('-', '_').replace('.', '_')) or facts.get(device) or {}
-        if not isinstance(data, dict):
-            continue
-        addresses = [(data.get('ipv4') or {}).get('address')] + [item.get('address') for item in data.get('ipv4_secondaries') or []
-                                                                 if isinstance(item, dict)]
-        addresses += [item.get('address') for item in data.get('ipv6') or [] if isinstance(item, dict)]
-        interfaces[device] = {'type': data.get('type') or '', 'addresses': [a for a in addresses if a]}
-    return _run('swarm_address_problem', sw.fabric_address_problem, address, interfaces)
+    return _run('swarm_address_problem', sw.address_problem, address, facts)
 
 
 def swarm_node_labels(devices, extra=None):
     """The GPU node labels (gpucluster.gpu.model, .count, .memory_mib) from gpu_facts' devices, plus ``extra``."""
-    labels = _run('swarm_node_labels', sw.node_labels, devices)
-    for key, value in (extra or {}).items():
-        labels[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
-    return labels
+    return _run('swarm_node_labels', sw.node_labels, devices, extra)
 
 
 def swarm_role_changes(hosts_vars, role_lines, managers):
@@ -105,23 +99,15 @@ def swarm_role_changes(hosts_vars, role_lines, managers):
     ``hosts_vars``: the play's hosts' variables (``ansible_play_hosts | map('extract', hostvars)``), each with
     ``swarm_node_state`` when the role read it; ``role_lines``: ``<ID> <role>`` lines of docker node inspect.
     """
-    roles = {}
-    for line in role_lines or []:
-        parts = str(line).split()
-        if len(parts) == 2:
-            roles[parts[0]] = parts[1]
-    nodes = {}
-    for item in hosts_vars or []:
-        state = item.get('swarm_node_state') if hasattr(item, 'get') else None
-        if isinstance(state, dict) and state.get('node_id'):
-            nodes[str(item.get('inventory_hostname'))] = {'node_id': state['node_id'], 'role': roles.get(state['node_id'], '')}
-    return _run('swarm_role_changes', sw.role_changes, nodes, list(managers))
+    return _run('swarm_role_changes', sw.play_role_changes, hosts_vars, role_lines, managers)
 
 
 class FilterModule(object):
     def filters(self):
         return {
             'swarm_managers': swarm_managers,
+            'swarm_default_port': swarm_default_port,
+            'swarm_ports': swarm_ports,
             'swarm_env_name': swarm_env_name,
             'swarm_generic_resources': swarm_generic_resources,
             'swarm_daemon_merge': swarm_daemon_merge,

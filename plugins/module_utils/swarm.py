@@ -23,14 +23,22 @@ Managers
 three nodes of the swarm's group (inventory order) when it has three or more, else the first one. An
 even number of managers is refused: two managers tolerate no more failures than one, and lose quorum
 when either stops.
+
+Ports
+-----
+``PORTS`` is the one table of the ports Swarm uses: the control plane (TCP, the default of the swarm role's
+``swarm_port``), gossip (TCP and UDP) and the overlay's VXLAN data (UDP). The swarm role takes its port from it,
+the monitoring role's nftables table admits all of them from the cluster network only (``ports``).
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
 import re
+from collections.abc import Mapping
 
 from ansible_collections.gpucluster.core.plugins.module_utils import swarm_report
+from ansible_collections.gpucluster.core.plugins.module_utils.json_object import load_object
 
 KIND_RE = re.compile(r'[A-Za-z][A-Za-z0-9_]{0,62}\Z')
 ENV_PREFIX = 'DOCKER_RESOURCE_'
@@ -40,6 +48,15 @@ DAEMON_KEY = 'node-generic-resources'
 TOML_TABLE = 'nvidia-container-runtime'
 LOCAL_STATES = ('inactive', 'pending', 'active', 'error', 'locked')
 LABEL_PREFIX = 'gpucluster.gpu.'
+# The ports Swarm uses (Docker's "open protocols and ports"), in one place. The control plane's is where a site may
+# move it (swarm_port); gossip and the overlay's VXLAN data stay on Docker's ports, which the swarm role never sets.
+# VXLAN is not authenticated: only the cluster network may send it.
+PORTS = (
+    {'name': 'control', 'port': 2377, 'protocols': ('tcp',), 'use': 'cluster management (the managers)'},
+    {'name': 'gossip', 'port': 7946, 'protocols': ('tcp', 'udp'), 'use': 'node discovery (gossip)'},
+    {'name': 'vxlan', 'port': 4789, 'protocols': ('udp',), 'use': 'overlay network data (VXLAN)'},
+)
+CONTROL_PORT_VAR = 'swarm_port'
 
 
 def check_kind(kind):
@@ -81,6 +98,42 @@ def needs_legacy_mode(toolkit_version):
     return version is None or version < TOOLKIT_SWARM_FIXED
 
 
+def default_port(name):
+    """The port of ``name`` (control, gossip, vxlan) in PORTS; the control plane's is swarm_port's default."""
+    for entry in PORTS:
+        if entry['name'] == name:
+            return entry['port']
+    raise ValueError('%r is not one of Swarm\'s ports (%s)' % (name, ', '.join(entry['name'] for entry in PORTS)))
+
+
+def ports(protocol, control_port=None):
+    """The ports Swarm uses over ``protocol`` (tcp or udp), sorted, the control plane on ``control_port``.
+
+    ``control_port``: swarm_port (None or '': the table's). A control port on another of Swarm's TCP ports is
+    refused: dockerd could not listen on both.
+    """
+    if protocol not in ('tcp', 'udp'):
+        raise ValueError('the protocol must be tcp or udp, got %r' % (protocol,))
+    control = default_port('control') if control_port in (None, '') else _port(control_port, CONTROL_PORT_VAR)
+    out = set()
+    for entry in PORTS:
+        port = control if entry['name'] == 'control' else entry['port']
+        if entry['name'] != 'control' and port == control and 'tcp' in entry['protocols']:
+            raise ValueError('%s = %d is Swarm\'s %s port (%s): choose another'
+                             % (CONTROL_PORT_VAR, control, entry['name'], entry['use']))
+        if protocol in entry['protocols']:
+            out.add(port)
+    return sorted(out)
+
+
+def _port(value, what):
+    """``value`` as a port number (1-65535; a string of digits too), or ValueError naming ``what``."""
+    text = str(value).strip() if not isinstance(value, bool) and isinstance(value, (int, str)) else ''
+    if not text.isdecimal() or not 1 <= int(text) <= 65535:
+        raise ValueError('%s must be a port number (1-65535), got %r' % (what, value))
+    return int(text)
+
+
 def choose_managers(nodes, explicit=None):
     """The manager hosts (see the module's documentation); ValueError on a choice that cannot work."""
     if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, str) and n for n in nodes):
@@ -103,17 +156,12 @@ def choose_managers(nodes, explicit=None):
     return managers
 
 
-def _load_object(text, what):
-    text = text if isinstance(text, str) else ''
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError('%s is not valid JSON (%s); it was left untouched: fix it by hand' % (what, exc))
-    if not isinstance(data, dict):
-        raise ValueError('%s must hold a JSON object, found %s; it was left untouched' % (what, type(data).__name__))
-    return data
+def managers_from_groups(groups, node_group, manager_group):
+    """choose_managers over the inventory's ``groups``: the nodes of ``node_group``, the explicit managers of
+    ``manager_group`` (a group that is missing or empty chooses them from the nodes)."""
+    if not isinstance(groups, Mapping):
+        raise ValueError('expected the groups variable, got %s' % type(groups).__name__)
+    return choose_managers(list(groups.get(node_group) or []), list(groups.get(manager_group) or []))
 
 
 def daemon_merge(text, kind, resources, what='/etc/docker/daemon.json'):
@@ -123,7 +171,7 @@ def daemon_merge(text, kind, resources, what='/etc/docker/daemon.json'):
     {'needs_write': bool, 'content': str}; content is the input itself when nothing changes.
     """
     check_kind(kind)
-    data = _load_object(text, what)
+    data = load_object(text, what)
     current = data.get(DAEMON_KEY, [])
     if not isinstance(current, list) or not all(isinstance(item, str) for item in current):
         raise ValueError('%s: "%s" must be a list of "KIND=value" strings, found %s'
@@ -142,7 +190,7 @@ def daemon_merge(text, kind, resources, what='/etc/docker/daemon.json'):
 
 def running_resources(info_text):
     """``["KIND=value", ...]`` the running dockerd advertises, from ``docker info --format '{{json .}}'``."""
-    data = _load_object(info_text, 'docker info')
+    data = load_object(info_text, 'the output of docker info', advice='')
     out = []
     for item in data.get('GenericResources') or []:
         if not isinstance(item, dict):
@@ -161,6 +209,10 @@ def restart_plan(wanted, running, tasks_running):
     (live-restore is not available in swarm mode), so it is never done while Swarm tasks run there;
     the node is drained first (rolling_upgrade.yml) and the next run restarts it.
     """
+    wanted, running = list(wanted or []), list(running or [])
+    if isinstance(tasks_running, bool) or not str(tasks_running).strip().isdecimal():
+        raise ValueError('the number of Swarm task containers running must be a count, got %r' % (tasks_running,))
+    tasks_running = int(str(tasks_running).strip())
     if sorted(wanted) == sorted(running):
         return {'restart': False, 'pending': False, 'why': ''}
     why = 'dockerd advertises %s, daemon.json says %s' % (', '.join(sorted(running)) or 'no generic resources',
@@ -254,6 +306,12 @@ def join_plan(host, state, managers, cluster, init_in_run=False):
     the others join it afterwards. Returns {'action', 'role', 'error'}; action one of init, join, none,
     error. Leaving another swarm, or a locked one, is an operator's decision: refused with what to do.
     """
+    managers = list(managers or [])
+    if not managers:
+        raise ValueError('no manager chosen for %s: the swarm needs at least one' % host)
+    if not isinstance(state, Mapping) or not isinstance(cluster, Mapping):
+        raise ValueError('%s: expected its swarm_state and the cluster seen as mappings, got %s and %s'
+                         % (host, type(state).__name__, type(cluster).__name__))
     role = 'manager' if host in managers else 'worker'
     local = state.get('state')
     cluster_id = cluster.get('cluster_id') or ''
@@ -294,8 +352,11 @@ def join_plan(host, state, managers, cluster, init_in_run=False):
     return {'action': 'join', 'role': role, 'error': ''}
 
 
-def node_labels(devices):
-    """The node labels that describe its GPUs: model, count and memory (MiB), from gpu_facts' devices."""
+def node_labels(devices, extra=None):
+    """The node labels: those that describe its GPUs (model, count and memory in MiB, from gpu_facts' devices), then
+    ``extra`` (swarm_node_labels), each value as Docker stores it: a string, true/false for a boolean."""
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ValueError('swarm_node_labels must be a mapping of label names to values, got %s' % type(extra).__name__)
     devices = [d for d in devices or [] if isinstance(d, dict)]
     names = sorted(set(str(d.get('name') or '') for d in devices if d.get('name')))
     memory = [d.get('memory_total_mib') for d in devices if isinstance(d.get('memory_total_mib'), (int, float))]
@@ -304,7 +365,46 @@ def node_labels(devices):
         labels[LABEL_PREFIX + 'model'] = ' + '.join(names)
     if memory:
         labels[LABEL_PREFIX + 'memory_mib'] = str(int(min(memory)))
+    for key, value in (extra or {}).items():
+        labels[str(key)] = label_value(value)
     return labels
+
+
+def label_value(value):
+    """A label's value as Docker stores it: a string; a boolean as true or false (as YAML writes it), not True."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def node_roles(lines):
+    """{node_id: role} from the ``<ID> <role>`` lines of ``docker node inspect --format '{{.ID}} {{.Spec.Role}}'``;
+    a line of another shape (a warning, an empty line) is no node's."""
+    roles = {}
+    for line in lines or []:
+        parts = str(line).split()
+        if len(parts) == 2:
+            roles[parts[0]] = parts[1]
+    return roles
+
+
+def play_nodes(hosts_vars, role_lines):
+    """{host: {'node_id', 'role'}} for role_changes: the play's hosts whose ``swarm_node_state`` has a node id,
+    each with its role as the manager read it (``node_roles``; '' when it was not read).
+
+    ``hosts_vars``: each host's variables (``ansible_play_hosts | map('extract', hostvars)``), mappings with
+    ``inventory_hostname``; a host the role did not read (no ``swarm_node_state``) is left out.
+    """
+    roles = node_roles(role_lines)
+    nodes = {}
+    for item in hosts_vars or []:
+        state = item.get('swarm_node_state') if hasattr(item, 'get') else None
+        if isinstance(state, Mapping) and state.get('node_id'):
+            nodes[str(item.get('inventory_hostname'))] = {'node_id': state['node_id'], 'role': roles.get(state['node_id'], '')}
+    return nodes
+
+
+def play_role_changes(hosts_vars, role_lines, managers):
+    """role_changes of the play's hosts (``play_nodes``) for the chosen ``managers``."""
+    return role_changes(play_nodes(hosts_vars, role_lines), list(managers or []))
 
 
 def role_changes(nodes, managers):
@@ -338,3 +438,25 @@ def fabric_address_problem(address, interfaces):
                         % (address, device))
             return ''
     return ''
+
+
+def host_interfaces(facts):
+    """{device: {'type', 'addresses'}} from a host's facts (``ansible_facts``): for each device of ``interfaces``, its
+    entry (named with - and . as _) gives the type and the IPv4 address, secondary ones and the IPv6 ones."""
+    if not isinstance(facts, Mapping):
+        raise ValueError('expected the host facts, got %s' % type(facts).__name__)
+    interfaces = {}
+    for device in facts.get('interfaces') or []:
+        data = facts.get(str(device).replace('-', '_').replace('.', '_')) or facts.get(device) or {}
+        if not isinstance(data, Mapping):
+            continue
+        addresses = [(data.get('ipv4') or {}).get('address')]
+        addresses += [item.get('address') for item in data.get('ipv4_secondaries') or [] if isinstance(item, Mapping)]
+        addresses += [item.get('address') for item in data.get('ipv6') or [] if isinstance(item, Mapping)]
+        interfaces[device] = {'type': data.get('type') or '', 'addresses': [a for a in addresses if a]}
+    return interfaces
+
+
+def address_problem(address, facts):
+    """fabric_address_problem over a host's facts: '' when ``address`` may carry Swarm's traffic, else why not."""
+    return fabric_address_problem(address, host_interfaces(facts))

@@ -110,8 +110,8 @@ DEBIAN13 = {
 }
 UBUNTU2204 = {
     # packages.ubuntu.com jammy: nfs-kernel-server's file list (nfs-server.service, nfs-kernel-server.service);
-    # manpages.ubuntu.com jammy: nfs-common 2.6.1-1ubuntu1.2. restic: 0.12.1 as issue 31 records it (the jammy page
-    # itself was not in the reference corpus; noble's page lists jammy among restic's suites).
+    # manpages.ubuntu.com jammy: nfs-common 2.6.1-1ubuntu1.2. restic: 0.12.1, the platform table's row (docs/platforms.md:
+    # the jammy page itself was not in the reference corpus; noble's page lists jammy among restic's suites).
     'nfs-common': '2.6.1', 'nfs-kernel-server': '2.6.1', 'restic': '0.12.1', 'openssh-client': '',
 }
 UBUNTU2404 = {

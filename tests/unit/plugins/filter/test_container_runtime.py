@@ -10,6 +10,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.core.plugins.filter import container_runtime as cr
+from ansible_collections.gpucluster.core.plugins.module_utils import swarm
 
 DROPIN = '/etc/containerd/conf.d/99-gpucluster-nvidia.toml'
 GLOB = '/etc/containerd/conf.d/*.toml'
@@ -264,6 +265,18 @@ def test_daemon_merge_keeps_the_users_text_when_already_merged():
 def test_daemon_merge_refuses_what_it_cannot_read(text, message):
     with pytest.raises(AnsibleFilterError, match=message):
         cr.docker_daemon_merge(text, binary_path=BIN)
+
+
+@pytest.mark.parametrize('text', ['{"log-opts": {"max-size": "50m"},}', '["a"]', '"x"'])
+def test_daemon_json_is_read_as_the_swarm_role_reads_it(text):
+    """One loader of daemon.json (module_utils/json_object.py): both roles refuse a file with the same message,
+    naming the file and what is wrong."""
+    with pytest.raises(AnsibleFilterError) as ours:
+        cr.docker_daemon_merge(text, binary_path=BIN, what='/srv/docker/daemon.json')
+    with pytest.raises(ValueError) as swarms:
+        swarm.daemon_merge(text, 'GPU', [], '/srv/docker/daemon.json')
+    assert str(ours.value) == str(swarms.value)
+    assert str(ours.value).startswith('/srv/docker/daemon.json ') and 'left untouched' in str(ours.value)
 
 
 # ---------------------------------------------------------------- toolkit packages

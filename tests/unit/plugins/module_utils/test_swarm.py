@@ -1,6 +1,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/swarm.py and its filters: managers, the GPU resource kind and variable, daemon.json and the
-NVIDIA runtime's config.toml, when dockerd may restart, the join plan, labels and role changes."""
+"""module_utils/swarm.py and its filters: managers, the GPU resource kind and variable, Swarm's ports, daemon.json
+and the NVIDIA runtime's config.toml, when dockerd may restart, the join plan, labels and role changes. The filters
+only adapt: each test of a decision is on the module, the filters are checked to pass it through and name
+themselves in errors."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
@@ -266,3 +268,157 @@ def test_address_on_the_fabric_refused():
     assert flt.swarm_address_problem('10.1.0.5', facts) == ''
     assert 'IPoIB interface' in flt.swarm_address_problem('192.168.100.5', facts)
     assert 'ibp26s0' in flt.swarm_address_problem('192.168.100.5', facts)
+
+
+# ---------------------------------------------------------------- ports: one table
+
+def test_ports_table():
+    assert sw.ports('tcp') == [2377, 7946]
+    assert sw.ports('udp') == [4789, 7946]
+    assert sw.ports('tcp', 2400) == [2400, 7946] and sw.ports('tcp', '9000') == [7946, 9000]
+    # the control plane is TCP only: swarm_port never reaches the UDP ports
+    assert sw.ports('udp', 2400) == [4789, 7946]
+    assert sw.ports('tcp', None) == sw.ports('tcp', '') == [sw.default_port('control'), 7946]
+    assert [sw.default_port(name) for name in ('control', 'gossip', 'vxlan')] == [2377, 7946, 4789]
+    assert flt.swarm_ports('tcp', 2400) == [2400, 7946] and flt.swarm_default_port('control') == 2377
+
+
+@pytest.mark.parametrize('protocol, control, message', [
+    ('sctp', None, 'the protocol must be tcp or udp'),
+    ('tcp', 7946, "swarm_port = 7946 is Swarm's gossip port"),
+    ('udp', 7946, "swarm_port = 7946 is Swarm's gossip port"),
+    ('tcp', 0, r'swarm_port must be a port number \(1-65535\), got 0'),
+    ('tcp', 70000, 'swarm_port must be a port number'),
+    ('tcp', True, 'swarm_port must be a port number'),
+    ('tcp', 'x', 'swarm_port must be a port number'),
+    ('tcp', 23.5, 'swarm_port must be a port number'),
+])
+def test_ports_refused(protocol, control, message):
+    with pytest.raises(ValueError, match=message):
+        sw.ports(protocol, control)
+    with pytest.raises(AnsibleFilterError, match='swarm_ports: '):
+        flt.swarm_ports(protocol, control)
+
+
+def test_default_port_unknown():
+    with pytest.raises(ValueError, match="'raft' is not one of Swarm's ports .control, gossip, vxlan."):
+        sw.default_port('raft')
+    with pytest.raises(AnsibleFilterError, match='swarm_default_port: '):
+        flt.swarm_default_port('raft')
+
+
+# ---------------------------------------------------------------- the decisions the filters used to make
+
+def test_managers_from_groups():
+    assert sw.managers_from_groups({'gpu_nodes': ['a', 'b']}, 'gpu_nodes', 'swarm_managers') == ['a']
+    assert sw.managers_from_groups({'gpu_nodes': ['a', 'b'], 'swarm_managers': None}, 'gpu_nodes', 'swarm_managers') == ['a']
+    with pytest.raises(ValueError, match='expected the groups variable, got list'):
+        sw.managers_from_groups(['a'], 'gpu_nodes', 'swarm_managers')
+    with pytest.raises(ValueError, match='the swarm has no nodes'):
+        sw.managers_from_groups({}, 'gpu_nodes', 'swarm_managers')
+    with pytest.raises(AnsibleFilterError, match='swarm_managers: expected the groups variable'):
+        flt.swarm_managers('gpu_nodes')
+
+
+@pytest.mark.parametrize('value, text', [
+    (True, 'true'), (False, 'false'), (4, '4'), (2.5, '2.5'), ('r1', 'r1'), ('True', 'True'),
+])
+def test_label_value(value, text):
+    assert sw.label_value(value) == text
+
+
+def test_node_labels_with_extra_labels():
+    devices = [{'name': 'NVIDIA H100 80GB HBM3', 'memory_total_mib': 81559}]
+    labels = sw.node_labels(devices, {'rack': 'r1', 'ib': True, 'slot': 4})
+    assert labels == {'gpucluster.gpu.count': '1', 'gpucluster.gpu.model': 'NVIDIA H100 80GB HBM3',
+                      'gpucluster.gpu.memory_mib': '81559', 'rack': 'r1', 'ib': 'true', 'slot': '4'}
+    assert sw.node_labels(devices, None) == sw.node_labels(devices) == sw.node_labels(devices, {})
+    with pytest.raises(ValueError, match='swarm_node_labels must be a mapping'):
+        sw.node_labels(devices, ['rack=r1'])
+    with pytest.raises(AnsibleFilterError, match='swarm_node_labels: swarm_node_labels must be a mapping'):
+        flt.swarm_node_labels(devices, 'rack=r1')
+
+
+def test_node_roles_from_docker_node_inspect():
+    lines = ['ia manager', 'ib  worker', '', 'WARNING: not a node', 'ic manager extra', 42]
+    assert sw.node_roles(lines) == {'ia': 'manager', 'ib': 'worker'}
+    assert sw.node_roles(None) == {}
+
+
+def test_play_nodes():
+    hosts = [{'inventory_hostname': 'a', 'swarm_node_state': {'node_id': 'ia'}},
+             {'inventory_hostname': 'b', 'swarm_node_state': {'node_id': 'ib'}},
+             {'inventory_hostname': 'c', 'swarm_node_state': {'node_id': ''}},
+             {'inventory_hostname': 'd', 'swarm_node_state': 'unknown'},
+             {'inventory_hostname': 'e'}, 'not a host']
+    assert sw.play_nodes(hosts, ['ia manager']) == {'a': {'node_id': 'ia', 'role': 'manager'},
+                                                    'b': {'node_id': 'ib', 'role': ''}}
+    assert sw.play_role_changes(hosts, ['ia manager', 'ib worker'], ['b']) == [
+        {'node_id': 'ib', 'host': 'b', 'role': 'manager'}, {'node_id': 'ia', 'host': 'a', 'role': 'worker'}]
+
+
+def test_host_interfaces_from_facts():
+    facts = {'interfaces': ['eno1', 'ib0.8001', 'br-x', 'lo', 'gone'],
+             'eno1': {'ipv4': {'address': '10.1.0.5'}, 'ipv4_secondaries': [{'address': '10.1.0.6'}, 'junk'],
+                      'ipv6': [{'address': 'fd00::5'}], 'type': 'ether'},
+             'ib0_8001': {'ipv4': {'address': '192.168.100.5'}, 'type': 'infiniband'},
+             'br_x': {'type': 'bridge'},
+             'lo': 'not a mapping'}
+    assert sw.host_interfaces(facts) == {
+        'eno1': {'type': 'ether', 'addresses': ['10.1.0.5', '10.1.0.6', 'fd00::5']},
+        'ib0.8001': {'type': 'infiniband', 'addresses': ['192.168.100.5']},
+        'br-x': {'type': 'bridge', 'addresses': []}, 'gone': {'type': '', 'addresses': []}}
+    assert sw.address_problem('fd00::5', facts) == ''
+    assert 'ib0.8001' in sw.address_problem('192.168.100.5', facts)
+    with pytest.raises(ValueError, match='expected the host facts, got str'):
+        sw.host_interfaces('eno1')
+    with pytest.raises(AnsibleFilterError, match='swarm_address_problem: expected the host facts'):
+        flt.swarm_address_problem('10.1.0.5', None)
+
+
+@pytest.mark.parametrize('tasks', ['2', ' 2 ', 2])
+def test_restart_plan_counts(tasks):
+    assert sw.restart_plan(['GPU=a'], None, tasks)['pending'] is True
+    assert sw.restart_plan(None, None, tasks) == {'restart': False, 'pending': False, 'why': ''}
+
+
+@pytest.mark.parametrize('tasks', [True, 'two', -1, None, 1.5])
+def test_restart_plan_refuses_a_count_that_is_not_one(tasks):
+    with pytest.raises(ValueError, match='must be a count'):
+        sw.restart_plan(['GPU=a'], [], tasks)
+    with pytest.raises(AnsibleFilterError, match='swarm_restart_plan: '):
+        flt.swarm_restart_plan(['GPU=a'], [], tasks)
+
+
+def test_join_plan_needs_managers_and_mappings():
+    with pytest.raises(ValueError, match='no manager chosen for n1'):
+        sw.join_plan('n1', {'state': 'inactive'}, [], {})
+    with pytest.raises(ValueError, match='expected its swarm_state and the cluster seen as mappings'):
+        sw.join_plan('n1', 'inactive', ['n1'], {})
+    with pytest.raises(AnsibleFilterError, match='swarm_join_plan: no manager chosen'):
+        flt.swarm_join_plan({'state': 'inactive'}, 'n1', None, {})
+
+
+def test_filters_pass_through():
+    """Each filter gives what the module gives: nothing is decided in plugins/filter/swarm.py."""
+    assert flt.swarm_needs_legacy_mode('1.18.2-1') is sw.needs_legacy_mode('1.18.2-1') is True
+    assert flt.swarm_toolkit_config('', 'GPU', True) == sw.toolkit_config('', 'GPU', True)
+    assert flt.swarm_restart_plan(['GPU=a'], [], '0') == sw.restart_plan(['GPU=a'], [], 0)
+    state = {'state': 'inactive'}
+    assert flt.swarm_join_plan(state, 'n1', ['n1'], {}, False) == sw.join_plan('n1', state, ['n1'], {}, False)
+    info = json.dumps({'GenericResources': [{'NamedResourceSpec': {'Kind': 'GPU', 'Value': UUID0}}]})
+    assert flt.swarm_running_resources(info) == sw.running_resources(info) == ['GPU=' + UUID0]
+
+
+def test_running_resources_refuses_what_is_not_docker_info():
+    with pytest.raises(ValueError, match=r'^the output of docker info is not valid JSON \(Expecting value: .*\)$'):
+        sw.running_resources('Cannot connect to the Docker daemon')
+    assert sw.running_resources('') == sw.running_resources(None) == []
+
+
+def test_daemon_merge_refusal_names_the_file():
+    with pytest.raises(ValueError, match=r'^/etc/docker/custom.json must hold a JSON object, found an array; it was left '
+                                         r'untouched: fix it by hand$'):
+        sw.daemon_merge('[1]', 'GPU', [], '/etc/docker/custom.json')
+    with pytest.raises(ValueError, match='/etc/docker/daemon.json: expected its text, got dict'):
+        sw.daemon_merge({'a': 1}, 'GPU', [])
