@@ -22,7 +22,8 @@ ARCHIVE = {
                        'restic': '0.18.0'},
     ('Ubuntu', '22.04'): {'prometheus-node-exporter': '1.3.1', 'slurm-wlm': '21.08.5', 'munge': '0.5.14',
                           'restic': '0.12.1'},
-    ('Ubuntu', '24.04'): {'slurm-wlm': '23.11.4', 'munge': '0.5.15', 'restic': '0.16.4'},
+    ('Ubuntu', '24.04'): {'prometheus-node-exporter': '1.7.0', 'slurm-wlm': '23.11.4', 'munge': '0.5.15',
+                          'restic': '0.16.4'},
 }
 
 # The releases' code names, for messages.

@@ -22,7 +22,7 @@ REPO = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
 
 @pytest.mark.parametrize('distribution, version, expected', [
     ('Debian', '12', '1.5.0'), ('Debian', '12.7', '1.5.0'), ('Debian', '13', '1.9.0'),
-    ('Ubuntu', '22.04', '1.3.1'), ('Ubuntu', '24.04', ''), ('Rocky', '9.4', ''), ('', '', ''),
+    ('Ubuntu', '22.04', '1.3.1'), ('Ubuntu', '24.04', '1.7.0'), ('Rocky', '9.4', ''), ('', '', ''),
 ])
 def test_archive_versions(distribution, version, expected):
     assert platforms.archive_version(distribution, version, 'prometheus-node-exporter') == expected
