@@ -14,7 +14,8 @@ import math
 import re
 
 from ansible_collections.gpucluster.core.plugins.filter.config_values import SHOW_LIMIT, guarded, number_problem
-from ansible_collections.gpucluster.core.plugins.module_utils.rdma_stack import nvidia_dkms_rebuilds, stack_reload
+from ansible_collections.gpucluster.core.plugins.module_utils.rdma_stack import (
+    doca_el_baseurl, doca_platform_error, nvidia_dkms_rebuilds, rpm_version_offered, stack_reload)
 from ansible_collections.gpucluster.core.plugins.module_utils.rdma_sysfs import RdmaOptionError, acs_bridges, fabric_ports, normalize_options
 
 try:
@@ -270,16 +271,33 @@ def _doca_errors(cfg):
     version = cfg.get('rdma_doca_version')
     if not isinstance(version, str) or not version or not _WORD_RE.match(version):
         errors.append('rdma_stack: doca needs rdma_doca_version, the exact package version (quoted string) of %s '
-                      'as apt-cache madison prints it (got %r)'
-                      % (_r((cfg.get('rdma_doca_packages') or ['doca-ofed'])[0], text=True), _r(version)))
+                      'as apt-cache madison prints it (dnf: version or version-release as dnf repoquery prints it) '
+                      '(got %r)' % (_r((cfg.get('rdma_doca_packages') or ['doca-ofed'])[0], text=True), _r(version)))
     packages = cfg.get('rdma_doca_packages')
     if not isinstance(packages, list) or not packages or not all(
             isinstance(p, str) and _WORD_RE.match(p) for p in packages):
         errors.append('rdma_doca_packages must be a non-empty list of package names (got %r)' % (_r(packages),))
-    if cfg.get('os_family') != 'Debian':
-        errors.append('rdma_stack: doca is supported on Debian and Ubuntu by this role; this host is %s'
-                      % cfg.get('os_family'))
+    platform = doca_platform_error(cfg.get('os_family'), cfg.get('distribution'), cfg.get('distribution_major_version'))
+    url = cfg.get('rdma_doca_repo_url')
+    if platform:
+        errors.append(platform)
+    elif cfg.get('os_family') == 'RedHat' and isinstance(url, str) and _URL_RE.match(url):
+        baseurl = doca_el_baseurl(url, cfg.get('distribution_version'), cfg.get('architecture'))
+        if baseurl['error']:
+            errors.append(baseurl['error'])
+    elif isinstance(url, str) and ('{os}' in url or '{arch}' in url):
+        errors.append('rdma_doca_repo_url: the {os} and {arch} placeholders are filled on RHEL, Rocky and AlmaLinux '
+                      'only; on Debian and Ubuntu write the repository directory, e.g. .../doca/<release>/debian12/'
+                      'x86_64/ (got %r)' % (_r(url),))
     return errors
+
+
+def rdma_doca_el_baseurl(cfg):
+    """The dnf baseurl of the DOCA repository for a RHEL-family host (__rdma_context): rdma_doca_repo_url with
+    {os} and {arch} filled from its facts. -> {'url': str, 'error': str} (the preflight reports the error)."""
+    if not isinstance(cfg, dict):
+        raise AnsibleFilterError('rdma_doca_el_baseurl expects a dict')
+    return doca_el_baseurl(cfg.get('rdma_doca_repo_url'), cfg.get('distribution_version'), cfg.get('architecture'))
 
 
 def _roce_errors(cfg):
@@ -609,6 +627,8 @@ _EXPECTED = {
     'rdma_dkms_rebuilds': "the output of dkms status and the running kernel's release",
     'rdma_stack_reload': "mlx5_core's loaded version, the version modinfo finds, and whether adapters are present",
     'rdma_acs_bridges': "rdma_facts' ansible_facts.rdma",
+    'rdma_doca_el_baseurl': 'a dict of the rdma role variables and host context',
+    'rdma_rpm_version_offered': 'the lines of dnf repoquery and a package version',
 }
 
 
@@ -628,5 +648,7 @@ class FilterModule(object):
             'rdma_dkms_rebuilds': nvidia_dkms_rebuilds,
             'rdma_stack_reload': stack_reload,
             'rdma_acs_bridges': rdma_acs_bridges,
+            'rdma_doca_el_baseurl': rdma_doca_el_baseurl,
+            'rdma_rpm_version_offered': rpm_version_offered,
         }
         return dict((name, guarded(name, _EXPECTED[name])(func)) for name, func in funcs.items())

@@ -195,7 +195,57 @@ def test_doca_other_inputs():
     assert 'needs rdma_doca_repo_url, an http(s) URL' in text
     assert 'needs rdma_doca_repo_key_url' in text
     assert 'needs rdma_doca_version, the exact package version (quoted string) of doca-ofed' in text
-    assert 'supported on Debian and Ubuntu' in text
+    assert 'rdma_stack: doca is supported on Debian and Ubuntu (apt), RHEL, Rocky Linux and AlmaLinux 9 (dnf)' in text
+
+
+DOCA_EL = {'rdma_stack': 'doca', 'rdma_doca_repo_key_fingerprint': FPR, 'rdma_doca_version': '3.2.1',
+           'rdma_doca_repo_url': 'https://linux.mellanox.com/public/repo/doca/3.2.1/{os}/{arch}/',
+           'rdma_doca_repo_key_url': 'https://linux.mellanox.com/public/repo/doca/3.2.1/rhel9/x86_64/GPG-KEY-Mellanox.pub',
+           'os_family': 'RedHat', 'distribution': 'Rocky', 'distribution_version': '9.4',
+           'distribution_major_version': '9', 'architecture': 'x86_64'}
+
+
+def _doca_el(**over):
+    """A RHEL-family host with rdma_stack: doca (Rocky 9.4 unless ``over`` says otherwise)."""
+    cfg = _cfg()
+    cfg.update(DOCA_EL)
+    cfg.update(over)
+    return cfg
+
+
+@pytest.mark.parametrize('distribution', ['RedHat', 'Rocky', 'AlmaLinux'])
+def test_doca_accepted_on_el9(distribution):
+    assert rdma.rdma_input_errors(_doca_el(distribution=distribution)) == []
+    # a directory written out is used as it is (the override of {os}), e.g. a minor release NVIDIA publishes.
+    assert rdma.rdma_input_errors(_doca_el(
+        distribution=distribution, rdma_doca_repo_url='https://linux.mellanox.com/public/repo/doca/2.9.3/rhel9.6/x86_64/')) == []
+
+
+@pytest.mark.parametrize('over, says', [
+    ({'distribution': 'RedHat', 'distribution_version': '8.9', 'distribution_major_version': '8'},
+     'this host is RedHat 8 (os_family RedHat): use rdma_stack: inbox there'),
+    ({'distribution': 'Fedora', 'distribution_version': '40', 'distribution_major_version': '40'},
+     'this host is Fedora 40 (os_family RedHat)'),
+    ({'os_family': 'Suse', 'distribution': 'SLES', 'distribution_version': '15.5', 'distribution_major_version': '15'},
+     'this host is SLES 15 (os_family Suse)'),
+])
+def test_doca_refused_elsewhere_naming_the_platform(over, says):
+    (err,) = rdma.rdma_input_errors(_doca_el(**over))
+    assert err.startswith('rdma_stack: doca is supported on Debian and Ubuntu (apt), RHEL, Rocky Linux and AlmaLinux 9 '
+                          '(dnf) by this role;') and says in err
+
+
+def test_doca_el_directory_that_cannot_be_derived_is_refused():
+    (err,) = rdma.rdma_input_errors(_doca_el(
+        rdma_doca_repo_url='https://linux.mellanox.com/public/repo/doca/2.9.3/{os}/{arch}/', distribution_version='9'))
+    assert 'one directory per minor release' in err and 'write the directory instead of {os}' in err
+    (err,) = rdma.rdma_input_errors(_doca_el(rdma_doca_repo_url='https://linux.mellanox.com/public/repo/doca/latest/{os}/{arch}/'))
+    assert 'names no DOCA release' in err
+
+
+def test_doca_placeholders_refused_on_debian():
+    (err,) = rdma.rdma_input_errors(_doca_el(os_family='Debian', distribution='Debian', distribution_major_version='12'))
+    assert err.startswith('rdma_doca_repo_url: the {os} and {arch} placeholders are filled on RHEL, Rocky and AlmaLinux only')
 
 
 def test_inbox_os_families():
