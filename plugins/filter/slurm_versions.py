@@ -4,7 +4,7 @@ adapter over module_utils/slurm_versions.py, which holds the release list and th
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-from ansible_collections.gpucluster.core.plugins.module_utils import slurm_versions
+from ansible_collections.gpucluster.core.plugins.module_utils import platforms, slurm_versions
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -28,6 +28,18 @@ def slurm_upgrade_errors(target, installed):
     return slurm_versions.upgrade_errors(installed, str(target))
 
 
+def slurm_support_errors(version, facts=None, repository='slurm_apt_repository'):
+    """``slurm_version | gpucluster.core.slurm_support_errors(ansible_facts)``: [] when the slurm role runs that
+    release (module_utils/slurm_versions.py support_errors); the facts name the platform in the message."""
+    if version is None or isinstance(version, (dict, list, bool)):
+        raise AnsibleFilterError('slurm_support_errors: the version must be a string such as 24.11.5, got %r' % (version,))
+    if facts is not None and not hasattr(facts, 'get'):
+        raise AnsibleFilterError('slurm_support_errors: the facts must be a mapping such as ansible_facts')
+    facts = facts or {}
+    platform = platforms.release_name(facts.get('distribution'), facts.get('distribution_version')) if facts else ''
+    return slurm_versions.support_errors(str(version), platform, str(repository))
+
+
 class FilterModule(object):
     def filters(self):
-        return {'slurm_upgrade_errors': slurm_upgrade_errors}
+        return {'slurm_upgrade_errors': slurm_upgrade_errors, 'slurm_support_errors': slurm_support_errors}

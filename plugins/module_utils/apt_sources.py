@@ -99,3 +99,59 @@ def archive_uri(entries, suite):
             if _MIRROR_URI.match(uri):
                 return uri.rstrip('/')
     return ''
+
+
+_WORD = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+~/-]*$')
+_KEY_BLOCK = '-----BEGIN PGP PUBLIC KEY BLOCK-----'
+SITE_REPOSITORY_KEYS = ('name', 'uris', 'suites', 'components', 'signed_by')
+
+
+def _as_list(value):
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def site_repository_errors(repository, variable):
+    """Why ``repository`` (a site's package repository, as options of ansible.builtin.deb822_repository: name,
+    uris, suites, components, signed_by) cannot be added ([] when it can; an empty mapping is no repository).
+
+    uris: http or https (apt checks what it fetches against the repository's signed Release file, whatever the
+    transport); signed_by is required (a repository apt cannot authenticate is never added): an absolute path of
+    a keyring on the node, an https URL of the key, or the armored key block itself."""
+    if repository is None or repository == {}:
+        return []
+    if not isinstance(repository, dict):
+        return ['%s must be a mapping (name, uris, suites, components, signed_by) or {} for none, got %s'
+                % (variable, type(repository).__name__)]
+    errors = []
+    unknown = sorted(str(k) for k in repository if k not in SITE_REPOSITORY_KEYS)
+    if unknown:
+        errors.append('%s has keys it does not take: %s (accepted: %s)'
+                      % (variable, ', '.join(unknown), ', '.join(SITE_REPOSITORY_KEYS)))
+    name = repository.get('name', 'slurm')
+    if not isinstance(name, str) or not re.match(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$', name):
+        errors.append('%s.name must be a word of letters, digits, ".", "_" and "-" (the sources file\'s name), got %r'
+                      % (variable, name))
+    uris = _as_list(repository.get('uris'))
+    if not uris or not all(_MIRROR_URI.match(u) for u in uris):
+        errors.append('%s.uris must be one or more http:// or https:// URLs, got %r' % (variable, repository.get('uris')))
+    suites = _as_list(repository.get('suites'))
+    if not suites or not all(_WORD.match(s) for s in suites):
+        errors.append('%s.suites must name one or more suites (such as jammy), got %r'
+                      % (variable, repository.get('suites')))
+    if 'components' in repository:
+        components = _as_list(repository.get('components'))
+        if components is None or not all(_WORD.match(c) for c in components):
+            errors.append('%s.components must be a list of component names (such as [main]), got %r'
+                          % (variable, repository.get('components')))
+    signed_by = repository.get('signed_by')
+    if not isinstance(signed_by, str) or not (
+            (signed_by.startswith('/') and not re.search(r'\s', signed_by))
+            or re.match(r'^https://\S+$', signed_by) or signed_by.strip().startswith(_KEY_BLOCK)):
+        errors.append('%s.signed_by must be the repository\'s signing key: an absolute path of a keyring on the node, '
+                      'an https:// URL of the key, or the armored key block (%s...); got %r'
+                      % (variable, _KEY_BLOCK, signed_by if not isinstance(signed_by, str) else signed_by[:60]))
+    return errors

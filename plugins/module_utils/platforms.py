@@ -40,6 +40,11 @@ NODE_EXPORTER_WEB_CONFIG_FILE_FROM = (1, 5, 0)
 
 DOC = 'docs/platforms.md'
 
+# RHEL, Rocky and AlmaLinux (as Ansible names them): Slurm comes from EPEL or a site repository and munge from the
+# distribution or that repository. EPEL keeps only its newest build of a package, so no version is recorded here for
+# them and a pin is required (docs/platforms.md).
+EPEL_DISTRIBUTIONS = ('RedHat', 'Rocky', 'AlmaLinux')
+
 
 def _release(distribution, version):
     """'12.7' -> '12' for Debian (point releases share an archive); Ubuntu keeps 'YY.MM'."""
@@ -89,7 +94,15 @@ def pin_errors(pins, distribution, version, packages, repository='', own_reposit
         package = packages[variable]
         offered = archive_version(distribution, version, package)
         if not pin:
-            if not offered:
+            if not offered and distribution in EPEL_DISTRIBUTIONS:
+                errors.append(
+                    '%s is empty, which means the %s version the node\'s archive offers, but %s has none this '
+                    'collection can record (%s: EPEL keeps only its newest build, a site repository%s its own): set %s '
+                    'to the upstream version (the part before "-") that this host\'s package sources offer '
+                    '(dnf repoquery --available %s lists them)' % (
+                        variable, package, platform, DOC, (' (%s)' % repository) if repository else '', variable,
+                        package))
+            elif not offered:
                 errors.append(
                     '%s is empty, which means the %s version the node\'s archive offers, but the platform table '
                     '(%s) records none for %s: set %s to the upstream version (the part before "-") that this '

@@ -28,6 +28,13 @@ RELEASES = ('17.02', '17.11', '18.08', '19.05', '20.02', '20.11', '21.08', '22.0
 # From this release on, three previous releases are accepted; before it, two.
 THREE_RELEASE_WINDOW_FROM = '24.11'
 GUIDE_URL = 'https://slurm.schedmd.com/upgrades.html#compatibility_window'
+# The oldest release the slurm role runs. Slurm gained its cgroup/v2 plugin and CgroupPlugin=autodetect in 22.05:
+# the cgroup.conf(5) of 21.08.5 (Ubuntu 22.04's, https://manpages.ubuntu.com/manpages/jammy/en/man5/cgroup.conf.5.html)
+# knows only per-controller cgroup v1 mounts under /sys/fs/cgroup/<controller>, that of 22.05.8
+# (https://manpages.ubuntu.com/manpages/lunar/en/man5/cgroup.conf.5.html) names cgroup/v2; SchedMD's cgroup v2
+# guide: https://slurm.schedmd.com/cgroup_v2.html. Ubuntu 22.04 and Debian 12 boot the unified (v2) hierarchy, so
+# an older slurmd with task/cgroup cannot start there, and the cgroup.conf the role writes names the plugin.
+MINIMUM_RELEASE = '22.05'
 
 # Upstream version as the packages carry it: an optional epoch, YY.MM.patch (with more dotted parts
 # or an rc suffix allowed), then the Debian/RPM revision after "-".
@@ -131,3 +138,22 @@ def _join(items):
     if len(items) < 2:
         return ''.join(items)
     return '%s and %s' % (', '.join(items[:-1]), items[-1])
+
+
+def support_errors(version, platform='', repository='slurm_apt_repository'):
+    """Why the slurm role cannot run Slurm ``version`` ([] when it can): a release older than MINIMUM_RELEASE.
+    ``platform`` ('Ubuntu 22.04 (jammy)'), when given, names where the version comes from. A version that is
+    no Slurm version is left to the checks that name it."""
+    try:
+        release = major_release(version)
+    except SlurmVersionError:
+        return []
+    if _key(release) >= _key(MINIMUM_RELEASE):
+        return []
+    return ['slurm_version %s%s is older than Slurm %s, the oldest release the slurm role runs: Slurm gained its '
+            'cgroup/v2 plugin in %s, and on a host that boots the unified cgroup hierarchy (Ubuntu 22.04, Debian 12 '
+            'and later) an older slurmd with task/cgroup does not start. Add a package repository with Slurm %s or '
+            'newer (%s) and set slurm_version to its version, or run a release whose archive has one (Debian 12, '
+            'Debian 13, Ubuntu 24.04: docs/platforms.md)'
+            % (str(version).strip(), (' on %s' % platform) if platform else '', MINIMUM_RELEASE, MINIMUM_RELEASE,
+               MINIMUM_RELEASE, repository)]

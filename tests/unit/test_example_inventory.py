@@ -52,14 +52,16 @@ def test_the_kubernetes_inventory_pins_its_release():
 def test_pinned_stack_holds_together():
     values = _group_vars()
     driver = values['nvidia_driver_version']
-    # The example's nodes are 8-GPU HGX boards (NVSwitch): the source must package Fabric Manager.
-    plan = nvidia.nvidia_driver_plan(driver, values.get('nvidia_driver_source', 'distro'), 'Debian', '12', 'open',
+    # The example's nodes are 8-GPU HGX boards (NVSwitch) on Ubuntu 22.04: the source must package Fabric Manager,
+    # and the open kernel modules the example declares (GPUDirect RDMA over DMA-BUF).
+    assert values['nvidia_driver_kernel_module_type'] == 'open'
+    plan = nvidia.nvidia_driver_plan(driver, values.get('nvidia_driver_source', 'distro'), 'Ubuntu', '22', 'open',
                                      fabricmanager=True)
     assert any('fabricmanager' in name for name in plan['packages'])
     toolkit = values['cuda_toolkit_version']
     checks = nvidia.cuda_driver_check([toolkit], driver)
     assert all(c['ok'] for c in checks), checks
-    toolkit_plan = nvidia.cuda_toolkit_plan([toolkit], toolkit, 'cuda_repo', 'Debian',
+    toolkit_plan = nvidia.cuda_toolkit_plan([toolkit], toolkit, 'cuda_repo', 'Ubuntu',
                                             cudnn=values['cuda_toolkit_cudnn_version'],
                                             nccl=values['cuda_toolkit_nccl_version'])
     assert any(spec.startswith('libnccl2=') for spec in toolkit_plan['install'])

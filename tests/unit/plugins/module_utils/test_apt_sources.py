@@ -94,3 +94,41 @@ def test_what_the_driver_role_takes_from_a_nodes_sources(files, mirror, expected
 @pytest.mark.parametrize('text', ['', 'garbage', 'deb', 'deb http://x', None, 42, 'Types: deb\nURIs: http://x\n'])
 def test_what_is_not_an_entry_is_left_out(text):
     assert apt_sources.parse_sources(text) == [] and apt_sources.parse_sources(text, deb822=True) == []
+
+
+_SITE = {'name': 'site-slurm', 'uris': 'https://repo.example.org/slurm/ubuntu', 'suites': 'jammy',
+         'components': ['main'], 'signed_by': 'https://repo.example.org/slurm/site-slurm.asc'}
+
+
+@pytest.mark.parametrize('repository', [
+    {}, None, _SITE, dict(_SITE, uris=['http://mirror.example.org/slurm']), dict(_SITE, signed_by='/etc/apt/keyrings/s.gpg'),
+    dict(_SITE, signed_by='-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ...\n-----END PGP PUBLIC KEY BLOCK-----\n'),
+    {'uris': 'https://r.example.org/', 'suites': ['jammy', 'jammy-updates'], 'signed_by': '/usr/share/keyrings/r.gpg'},
+])
+def test_a_site_repository_apt_can_authenticate_is_accepted(repository):
+    assert apt_sources.site_repository_errors(repository, 'slurm_apt_repository') == []
+
+
+@pytest.mark.parametrize('repository, says', [
+    ('https://r.example.org', 'slurm_apt_repository must be a mapping'),
+    (dict(_SITE, signed_by=''), 'slurm_apt_repository.signed_by must be the repository\'s signing key'),
+    ({'uris': 'https://r.example.org/', 'suites': 'jammy'}, 'slurm_apt_repository.signed_by must be'),
+    (dict(_SITE, signed_by='http://repo.example.org/key.asc'), 'slurm_apt_repository.signed_by must be'),
+    (dict(_SITE, uris='ftp://r.example.org/'), 'slurm_apt_repository.uris must be one or more http'),
+    (dict(_SITE, uris=None), 'slurm_apt_repository.uris must be one or more http'),
+    (dict(_SITE, suites=''), 'slurm_apt_repository.suites must name one or more suites'),
+    (dict(_SITE, components='main; rm -rf'), 'slurm_apt_repository.components must be a list'),
+    (dict(_SITE, name='my repo'), 'slurm_apt_repository.name must be a word'),
+    (dict(_SITE, trusted=True), 'slurm_apt_repository has keys it does not take: trusted'),
+])
+def test_a_bad_site_repository_is_refused_naming_the_variable(repository, says):
+    errors = apt_sources.site_repository_errors(repository, 'slurm_apt_repository')
+    assert any(says in e for e in errors), errors
+
+
+def test_the_filter_adapts_and_names_the_variable():
+    from ansible_collections.gpucluster.core.plugins.filter.apt_sources import apt_site_repository_errors
+    assert apt_site_repository_errors(_SITE, 'slurm_apt_repository') == []
+    assert apt_site_repository_errors({'uris': 'x'}, 'my_repo')[0].startswith('my_repo.uris')
+    with pytest.raises(Exception, match='name the variable'):
+        apt_site_repository_errors(_SITE, '')

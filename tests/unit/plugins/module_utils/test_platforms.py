@@ -90,6 +90,27 @@ def test_an_empty_pin_on_a_release_the_table_does_not_know_is_refused():
         e.replace('slurm_version', 'slurm_munge_version').replace('slurm-wlm', 'munge') for e in errors] + errors
 
 
+EL_PACKAGES = {'slurm_version': 'slurm', 'slurm_munge_version': 'munge'}
+
+
+@pytest.mark.parametrize('distribution', ['RedHat', 'Rocky', 'AlmaLinux'])
+def test_an_empty_pin_on_el_says_where_the_packages_come_from(distribution):
+    # EPEL keeps only its newest build: nothing is recorded for EL (docs/platforms.md), a pin is required.
+    assert distribution in platforms.EPEL_DISTRIBUTIONS
+    assert platforms.archive_version(distribution, '9.4', 'slurm') == platforms.archive_version(distribution, '9.4', 'munge') == ''
+    errors = platforms.pin_errors(_pins(munge='0.5.13'), distribution, '9.4', EL_PACKAGES, repository='slurm_dnf_repository')
+    assert errors == [
+        'slurm_version is empty, which means the slurm version the node\'s archive offers, but %s 9.4 has none this '
+        'collection can record (docs/platforms.md: EPEL keeps only its newest build, a site repository '
+        '(slurm_dnf_repository) its own): set slurm_version to the upstream version (the part before "-") that this '
+        'host\'s package sources offer (dnf repoquery --available slurm lists them)' % distribution]
+    # Pinned: accepted, with or without the site's repository (the install checks what dnf offers).
+    for own in (False, True):
+        assert platforms.pin_errors(_pins('24.11.5', '0.5.13'), distribution, '9.4', EL_PACKAGES, own_repository=own) == []
+    # Other distributions the table does not know keep the general message.
+    assert 'records none for Fedora 40' in platforms.pin_errors(_pins('', '0.5.13'), 'Fedora', '40', EL_PACKAGES)[0]
+
+
 @pytest.mark.parametrize('pins, distribution, version, message', [
     (_pins('22.05.8'), 'Ubuntu', '22.04',
      'slurm_version = "22.05.8" is not offered on Ubuntu 22.04 (jammy): its archive has slurm-wlm 21.08.5 '

@@ -132,3 +132,26 @@ def test_refused_exactly_when_outside_the_window(have, want, patch):
     if errors:
         # Every release the message sends the operator through is itself a step inside a window.
         assert 'Go through ' in errors[0] and have in errors[0] and want in errors[0]
+
+
+@pytest.mark.parametrize('version, refused', [
+    ('21.08.5', True), ('21.08.8-2', True), ('20.11.9', True),
+    ('22.05.8', False), ('1:22.05.8-4+deb12u3', False), ('23.11.4', False), ('24.11.5', False), ('25.11.1', False),
+    ('latest', False), ('', False),
+])
+def test_the_role_runs_slurm_22_05_and_newer(version, refused):
+    errors = sv.support_errors(version, 'Ubuntu 22.04 (jammy)')
+    assert bool(errors) == refused
+    if refused:
+        assert errors[0].startswith('slurm_version %s on Ubuntu 22.04 (jammy) is older than Slurm 22.05' % version)
+        assert 'cgroup/v2' in errors[0] and 'slurm_apt_repository' in errors[0]
+
+
+def test_the_filter_names_the_platform_from_the_facts():
+    from ansible_collections.gpucluster.core.plugins.filter import slurm_versions as fsv
+    facts = {'distribution': 'Ubuntu', 'distribution_version': '22.04'}
+    assert 'on Ubuntu 22.04 (jammy)' in fsv.slurm_support_errors('21.08.5', facts)[0]
+    assert fsv.slurm_support_errors('23.11.4', facts) == []
+    assert 'slurm_version 21.08.5 is older' in fsv.slurm_support_errors('21.08.5')[0]
+    with pytest.raises(Exception, match='must be a string'):
+        fsv.slurm_support_errors(['21.08.5'], facts)

@@ -20,7 +20,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpucluster.core.plugins.module_utils import platforms
+from ansible_collections.gpucluster.core.plugins.module_utils import platforms, slurm_versions
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 ROLE = os.path.join(REPO, 'roles', 'slurm')
@@ -54,7 +54,8 @@ def test_the_pins_default_to_the_archive_and_the_spec_says_so():
 
 def test_the_lab_and_the_example_pin_what_their_archives_offer():
     # molecule's default scenario (Debian 12) and LAB_IMAGE=debian13 keep their versions, and the preflight's
-    # archive check accepts them; inventories/example describes Debian 12 nodes.
+    # archive check accepts them; inventories/example describes Ubuntu 22.04 (jammy) nodes: jammy's munge, and Slurm
+    # 23.11.4 from the site's repository (jammy's archive Slurm, 21.08.5, is older than the role runs).
     lab = _load(REPO, 'inventories', 'lab', 'group_vars', 'all.yml')['lab_versions']
     assert lab['debian12'] == {'slurm': platforms.archive_version('Debian', '12', 'slurm-wlm'),
                                'munge': platforms.archive_version('Debian', '12', 'munge')} == {
@@ -65,7 +66,12 @@ def test_the_lab_and_the_example_pin_what_their_archives_offer():
     example = _load(REPO, 'inventories', 'example', 'group_vars', 'gpucluster.yml')
     pins = {'slurm_version': example['slurm_version'], 'slurm_munge_version': example['slurm_munge_version']}
     packages = {'slurm_version': 'slurm-wlm', 'slurm_munge_version': 'munge'}
-    assert platforms.pin_errors(pins, 'Debian', '12', packages) == []
+    assert pins == {'slurm_version': '23.11.4', 'slurm_munge_version': platforms.archive_version('Ubuntu', '22.04', 'munge')}
+    assert example['slurm_apt_repository']['suites'] == 'jammy'
+    assert platforms.pin_errors(pins, 'Ubuntu', '22.04', packages, own_repository=True) == []
+    assert platforms.pin_errors(pins, 'Ubuntu', '22.04', packages)  # refused without the site's repository
+    assert slurm_versions.support_errors(platforms.archive_version('Ubuntu', '22.04', 'slurm-wlm'))
+    assert slurm_versions.support_errors(pins['slurm_version']) == []
 
 
 def test_the_pins_are_resolved_before_anything_reads_them():
@@ -90,7 +96,9 @@ def test_the_pins_are_resolved_before_anything_reads_them():
 
 def test_the_os_family_refusal_says_what_a_rhel_site_does():
     task = [t for t in _load(ROLE, 'tasks', 'preflight.yml') if t.get('name') == 'Check the OS family is one slurm supports'][0]
-    assert "EPEL's slurm packages for RHEL and Rocky are not supported by this role yet" in task['ansible.builtin.assert']['fail_msg']
+    message = task['ansible.builtin.assert']['fail_msg']
+    assert 'RHEL, Rocky and AlmaLinux 9 with Slurm from EPEL 9 or a site repository (slurm_dnf_repository)' in message
+    assert 'leave this host out of the Slurm groups' in message
 
 
 # ------------------------------------------------------------------ ansible-playbook
@@ -109,7 +117,7 @@ PIN_HOSTS = {
     'u2204': ('Ubuntu', '22.04', {}),
     'u2404': ('Ubuntu', '24.04', {}),
     'u2004empty': ('Ubuntu', '20.04', {}),
-    'u2004pinned': ('Ubuntu', '20.04', {'slurm_version': '19.05.5', 'slurm_munge_version': '0.5.13'}),
+    'u2004pinned': ('Ubuntu', '20.04', {'slurm_version': '23.02.7', 'slurm_munge_version': '0.5.13'}),
     'u2204other': ('Ubuntu', '22.04', {'slurm_version': '22.05.8', 'slurm_munge_version': ''}),
     'u2204repo': ('Ubuntu', '22.04', {'slurm_version': '22.05.8', 'slurm_munge_version': '',
                                       'slurm_apt_repository': {'uris': 'https://slurm.example.org/debian',
@@ -125,7 +133,8 @@ PIN_HOSTS = {
 CLUSTERS = {
     'a': {'actl': ('Debian', '12', {}), 'anode1': ('Debian', '13', {}), 'anode2': ('Ubuntu', '22.04', {})},
     'b': {'bctl': ('Ubuntu', '24.04', {}), 'bnode1': ('Ubuntu', '24.04', {}),
-          'bnode2': ('Ubuntu', '24.04', {'slurm_version': '23.02.7', 'slurm_apt_repository': {'uris': 'x'}})},
+          'bnode2': ('Ubuntu', '24.04', {'slurm_version': '23.02.7', 'slurm_apt_repository': {
+              'uris': 'https://slurm.example.org/ubuntu', 'suites': 'noble', 'signed_by': '/etc/apt/keyrings/slurm.gpg'}})},
     'c': {'cctl': ('Debian', '13', {}), 'cnode1': ('Debian', '12', {})},
 }
 
@@ -203,9 +212,8 @@ def _resolved(results, host):
 @pytest.mark.parametrize('host, slurm, munge', [
     ('d12', '22.05.8', '0.5.15'),          # Debian 12.7: a point release reads Debian 12's archive
     ('d13', '24.11.5', '0.5.16'),
-    ('u2204', '21.08.5', '0.5.14'),
     ('u2404', '23.11.4', '0.5.15'),
-    ('u2004pinned', '19.05.5', '0.5.13'),  # a release the table does not know: explicit pins are kept
+    ('u2004pinned', '23.02.7', '0.5.13'),  # a release the table does not know: explicit pins are kept
     ('u2204repo', '22.05.8', '0.5.14'),    # the site's repository: the pin stands, the empty munge pin resolves
     ('d12upgrade', '22.05.8.1', '0.5.15'),
 ])
@@ -224,6 +232,9 @@ def test_an_empty_pin_is_the_archive_version_and_a_pin_is_kept(played, host, slu
                    'slurm-wlm 21.08.5 (docs/platforms.md). Set slurm_version to "21.08.5" or leave it empty (the '
                    'archive\'s version), or install slurm-wlm 22.05.8 from your own package repository '
                    '(slurm_apt_repository). Nothing was changed.'),
+    # Ubuntu 22.04's archive Slurm is 21.08.5: no cgroup/v2 plugin, on a release that boots cgroup v2.
+    ('u2204', 'u2204: slurm_version 21.08.5 on Ubuntu 22.04 (jammy) is older than Slurm 22.05, the oldest release the '
+              'slurm role runs: Slurm gained its cgroup/v2 plugin in 22.05'),
     ('d12munge', 'd12munge: slurm_munge_version = "0.5.16" is not offered on Debian 12 (bookworm): its archive has '
                  'munge 0.5.15'),
     # The full package version is no upstream version: the install would not find it.
@@ -244,9 +255,11 @@ def test_a_cluster_on_mixed_releases_is_refused_naming_each_host(played):
              "#compatibility_window). An empty slurm_version is each node's own archive version (docs/platforms.md): "
              "on mixed releases set one slurm_version for the whole cluster that every release can install (with "
              "slurm_apt_repository where an archive does not offer it). Nothing was changed.")
-    # Every host of the play stops, with the same message; Ubuntu 22.04's 21.08 is inside 22.05's window.
-    for host in ('actl', 'anode1', 'anode2'):
+    # Every host of the play stops, with the same message; the Ubuntu 22.04 node stopped before it (its archive's
+    # Slurm 21.08 is older than the role runs).
+    for host in ('actl', 'anode1'):
         assert results.get(host + '.check') == mixed, out[-3000:]
+    assert 'anode2.check' not in results and 'anode2: slurm_version 21.08.5 on Ubuntu 22.04 (jammy) is older' in out
     # A Debian 13 controller with a Debian 12 node: 22.05 is outside 24.11's window.
     for host in ('cctl', 'cnode1'):
         assert results.get(host + '.check', '').startswith(
