@@ -3,7 +3,9 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -103,3 +105,34 @@ def run_module():
                 main()
         return caught.value.how, caught.value.result
     return run
+
+
+class RenderError(Exception):
+    """A template error of the served renderer, with the templar's message."""
+
+
+@pytest.fixture(scope='module')
+def served_render():
+    """``render(variables, value)``: ``value`` templated as a play would, with the collection's filters found by name,
+    by one child process per test module (tests/unit/roles/k8s_render.py --serve): Ansible's collection loader,
+    installed in the test process, would take over the ansible_collections package other tests imported. A template
+    error raises ``render.Error`` (RenderError) with the templar's message."""
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, 'tests', 'unit', 'roles', 'k8s_render.py'), '--serve'],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
+                            env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg')))
+
+    def run(variables, value):
+        proc.stdin.write(json.dumps({'variables': variables, 'value': value}) + '\n')
+        proc.stdin.flush()
+        while True:
+            line = proc.stdout.readline()
+            assert line, 'the render process ended'
+            if line.startswith('RENDER '):
+                reply = json.loads(line[len('RENDER '):])
+                if 'error' in reply:
+                    raise RenderError(reply['error'])
+                return reply['value']
+    run.Error = RenderError
+    yield run
+    proc.stdin.close()
+    proc.wait(timeout=60)

@@ -188,29 +188,10 @@ def test_health_check_acts_before_the_critical_hosts_fail_and_only_on_swarm():
 # over the ansible_collections package the other tests imported (tests/unit/robustness/test_config_robustness_round2.py),
 # so the expressions that call them are rendered by one child process per module (tests/unit/roles/k8s_render.py
 # --serve), one JSON line per request.
-RENDERER = os.path.join(REPO, 'tests', 'unit', 'roles', 'k8s_render.py')
-
-
 @pytest.fixture(scope='module')
-def render():
-    """``render(variables, value)``: ``value`` templated as a play would, with the collection's filters."""
-    proc = subprocess.Popen([sys.executable, RENDERER, '--serve'],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
-                            env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg')))
-
-    def run(variables, value):
-        proc.stdin.write(json.dumps({'variables': variables, 'value': value}) + '\n')
-        proc.stdin.flush()
-        while True:
-            line = proc.stdout.readline()
-            assert line, 'the render process ended'
-            if line.startswith('RENDER '):
-                reply = json.loads(line[len('RENDER '):])
-                assert 'error' not in reply, reply['error']
-                return reply['value']
-    yield run
-    proc.stdin.close()
-    proc.wait(timeout=60)
+def render(served_render):
+    """``render(variables, value)``: ``value`` templated as a play would (tests/unit/conftest.py served_render)."""
+    return served_render
 
 
 def ru_hold_vars(inspect, text='upgrade'):

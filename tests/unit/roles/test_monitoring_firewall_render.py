@@ -8,11 +8,9 @@ role's validate does."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -22,38 +20,13 @@ from ansible_collections.gpucluster.core.plugins.module_utils import swarm as sw
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 ROLE = os.path.join(REPO, 'roles', 'monitoring')
-# The defaults call the collection's filters (gpucluster.core.swarm_ports), found through Ansible's collection loader:
-# installed in this process it would take over the ansible_collections package the other tests imported, so they are
-# rendered by a child process (k8s_render.py --serve, as in tests/unit/playbooks/test_swarm_day2.py).
-RENDERER = os.path.join(REPO, 'tests', 'unit', 'roles', 'k8s_render.py')
 
 
-class RenderError(Exception):
-    pass
-
-
+# The defaults call the collection's filters (gpucluster.core.swarm_ports), rendered by a child process (the
+# served_render fixture of tests/unit/conftest.py).
 @pytest.fixture(scope='module')
-def render():
-    """``render(variables, value)``: ``value`` templated as a play would, with the collection's filters; a template
-    error raises RenderError with the templar's message."""
-    proc = subprocess.Popen([sys.executable, RENDERER, '--serve'],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, universal_newlines=True,
-                            env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg')))
-
-    def run(variables, value):
-        proc.stdin.write(json.dumps({'variables': variables, 'value': value}) + '\n')
-        proc.stdin.flush()
-        while True:
-            line = proc.stdout.readline()
-            assert line, 'the render process ended'
-            if line.startswith('RENDER '):
-                reply = json.loads(line[len('RENDER '):])
-                if 'error' in reply:
-                    raise RenderError(reply['error'])
-                return reply['value']
-    yield run
-    proc.stdin.close()
-    proc.wait(timeout=60)
+def render(served_render):
+    return served_render
 
 
 def load(*parts):
@@ -135,5 +108,5 @@ def test_swarm_ports_come_from_the_one_table_without_the_swarm_role(render):
 
 def test_swarm_port_on_the_gossip_port_is_refused(render):
     variables = dict(load('defaults', 'main.yml'), gpucluster_scheduler='swarm', swarm_port=7946)
-    with pytest.raises(RenderError, match="swarm_ports: swarm_port = 7946 is Swarm's gossip port"):
+    with pytest.raises(render.Error, match="swarm_ports: swarm_port = 7946 is Swarm's gossip port"):
         render(variables, variables['monitoring_firewall_swarm_ports'])

@@ -6,10 +6,7 @@ only a rendering by Ansible shows that."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -92,54 +89,13 @@ def test_acs_unit_clears_each_bridge_before_the_fabric_starts(ansible_render, br
 # each platform's facts (the facts as tests/unit/roles/test_storage_platforms.py writes them: os-release
 # VERSION_ID 9.4, os_family RedHat) with the role's defaults and vars/main.yml.
 ROLE = os.path.join(os.path.dirname(TASKS), '..')
-COLLECTIONS = os.path.abspath(os.path.join(ROLE, '..', '..', 'collections'))
-# The DOCA tasks use the collection's filters, found through Ansible's collection loader; installed in this process it
-# would take over the ansible_collections package the other tests imported (tests/unit/roles/slurm/test_usage_render.py),
-# so one child process per module renders them, an expression per line.
-_CHILD = r'''
-import json, sys
-from ansible.plugins.loader import init_plugin_loader
-init_plugin_loader([sys.argv[1]])
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
-def trust(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return dict((k, trust(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [trust(v) for v in value]
-    return value
-
-for line in sys.stdin:
-    variables, expression = json.loads(line)
-    try:
-        result = {'value': Templar(loader=DataLoader(), variables=trust(variables)).template(trust(expression))}
-    except Exception as exc:  # pylint: disable=broad-except
-        result = {'error': '%s: %s' % (type(exc).__name__, exc)}
-    sys.stdout.write(json.dumps(result) + '\n')
-    sys.stdout.flush()
-'''
 
 
+# The DOCA tasks use the collection's filters: rendered by a child process (tests/unit/conftest.py served_render).
 @pytest.fixture(scope='module')
-def filter_render():
+def filter_render(served_render):
     """``render(variables, value)`` with Ansible's templar and the collection's filters, in a child process."""
-    child = subprocess.Popen([sys.executable, '-c', _CHILD, COLLECTIONS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             universal_newlines=True)
-
-    def render(variables, value):
-        child.stdin.write(json.dumps([variables, value]) + '\n')
-        child.stdin.flush()
-        line = child.stdout.readline()
-        assert line, 'the rendering child ended'
-        result = json.loads(line)
-        assert 'error' not in result, result.get('error')
-        return result['value']
-    yield render
-    child.stdin.close()
-    child.wait(timeout=60)
+    return served_render
 
 
 REPO_TEMPLATE = os.path.join(ROLE, 'templates', 'etc', 'yum.repos.d', 'gpucluster-doca.repo.j2')
