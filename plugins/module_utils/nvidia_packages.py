@@ -57,6 +57,11 @@ def foreign_package(package_arch, architecture):
 #   carrier                       the package whose version is the installed driver version
 #   fabricmanager / nscq          ((lowest branch, names), ...): first row whose branch fits wins
 #   last_branch                   the last branch these names fit (None: no known end)
+#   meta_no_dkms                  the userspace metapackage without the DKMS module (Ubuntu: what goes with
+#                                 Canonical's prebuilt modules); its version is the driver's
+#   prebuilt_modules              Canonical's prebuilt, signed kernel module metapackage of a kernel flavour
+#                                 ({kernel_flavour}: generic, nvidia, aws...); its version is the kernel's ABI
+#                                 (5.15.0-112.122), not the driver's, so the drift audit never reads it
 #   open_every_build              the source ships the open kernel modules of every build from R515 (the
 #                                 nvidia_driver role's auto flavour takes them from Turing on); Debian's
 #                                 nvidia-open-kernel-dkms lags its nvidia-kernel-dkms (bookworm has none at
@@ -79,6 +84,10 @@ DRIVER_SOURCES = (
         'meta_desktop': {'open': ('nvidia-driver-{branch}-server-open',),
                          'proprietary': ('nvidia-driver-{branch}-server',)},
         'kernel_module': (),
+        'meta_no_dkms': {'open': ('nvidia-headless-no-dkms-{branch}-server-open',),
+                         'proprietary': ('nvidia-headless-no-dkms-{branch}-server',)},
+        'prebuilt_modules': {'open': ('linux-modules-nvidia-{branch}-server-open-{kernel_flavour}',),
+                             'proprietary': ('linux-modules-nvidia-{branch}-server-{kernel_flavour}',)},
         'utilities': ('nvidia-utils-{branch}-server', 'nvidia-compute-utils-{branch}-server'),
         'persistenced': (), 'unpinned': (),
         'carrier': 'nvidia-utils-{branch}-server',
@@ -221,6 +230,37 @@ def driver_package_names(distribution, source, branch, flavour, headless=True, f
     }
 
 
+def prebuilt_package_names(distribution, source, branch, flavour, kernel_flavour, fabricmanager=False):
+    """Names of the prebuilt-module path of a driver source (Ubuntu's distro packages only), in install order.
+
+    Returns {'manager', 'packages', 'modules' (the prebuilt kernel module metapackage, at the kernel's
+    version), 'carrier', 'fabricmanager'}; PackageTableError where the source ships no prebuilt modules.
+    """
+    if flavour not in FLAVOURS:
+        raise PackageTableError("kernel module flavour '%s' is not one of %s" % (flavour, ', '.join(FLAVOURS)))
+    row = driver_source_row(distribution, source)
+    if not row.get('prebuilt_modules'):
+        raise PackageTableError('no prebuilt NVIDIA kernel modules for source %s on %s' % (source, distribution))
+    modules = _slot(row['prebuilt_modules'], flavour)[0].format(branch=branch, kernel_flavour=kernel_flavour)
+    names = [modules]
+    for templates in (_slot(row['meta_no_dkms'], flavour), row['utilities'], row['persistenced']):
+        for name in _fill(templates, branch=branch):
+            if name not in names:
+                names.append(name)
+    fm_daemon = ''
+    if fabricmanager:
+        daemon = _fill(_by_branch(row['fabricmanager'], branch), branch=branch)
+        names += daemon + _fill(_by_branch(row['nscq'], branch), branch=branch)
+        fm_daemon = daemon[0] if daemon else ''
+    return {
+        'manager': row['manager'],
+        'packages': names,
+        'modules': modules,
+        'carrier': _slot(row['carrier'], flavour).format(branch=branch),
+        'fabricmanager': fm_daemon,
+    }
+
+
 def cudnn_package_names(manager, cudnn_major, cuda_major):
     """(runtime, development) package names of cuDNN for a package manager."""
     family = CUDNN_PACKAGES[manager]
@@ -262,11 +302,13 @@ def _all_carriers():
 
 def driver_templates():
     """Every name template read as the nvidia_driver component, most telling first: the carriers,
-    then the metapackages and kernel modules of every row, then the names no plan installs."""
+    then the metapackages and kernel modules of every row, then the names no plan installs. Canonical's
+    prebuilt module packages (prebuilt_modules) are left out: their version is the kernel's, and the
+    userspace metapackage beside them (meta_no_dkms) carries the driver's."""
     templates = list(_all_carriers())
     for row in DRIVER_SOURCES:
-        for slot in ('meta_headless', 'meta_desktop', 'kernel_module', 'utilities'):
-            templates += _all_flavours(row[slot])
+        for slot in ('meta_headless', 'meta_desktop', 'kernel_module', 'meta_no_dkms', 'utilities'):
+            templates += _all_flavours(row.get(slot, ()))
     # Debian's libraries (libcuda1, libnvidia-ml1) follow the driver version, but they are also what a
     # container toolkit host may have without the driver: the carrier and the module decide.
     templates = [t for t in templates if not t.startswith('lib')]
