@@ -200,6 +200,22 @@ def _fill(templates, **values):
     return [t.format(**values) for t in templates]
 
 
+def _plan_names(row, first, slots, branch, fabricmanager):
+    """(names in install order: ``first``, then each slot's templates filled for ``branch`` without repeats, then
+    Fabric Manager's daemon and NSCQ when asked; the daemon's package name or '')."""
+    names = list(first)
+    for templates in slots:
+        for name in _fill(templates, branch=branch):
+            if name not in names:
+                names.append(name)
+    fm_daemon = ''
+    if fabricmanager:
+        daemon = _fill(_by_branch(row['fabricmanager'], branch), branch=branch)
+        names += daemon + _fill(_by_branch(row['nscq'], branch), branch=branch)
+        fm_daemon = daemon[0] if daemon else ''
+    return names, fm_daemon
+
+
 def driver_package_names(distribution, source, branch, flavour, headless=True, fabricmanager=False):
     """Names a driver source installs, in install order, and their roles.
 
@@ -210,16 +226,8 @@ def driver_package_names(distribution, source, branch, flavour, headless=True, f
         raise PackageTableError("kernel module flavour '%s' is not one of %s" % (flavour, ', '.join(FLAVOURS)))
     row = driver_source_row(distribution, source)
     meta = _slot(row['meta_headless'] if headless else row['meta_desktop'], flavour)
-    names = []
-    for templates in (meta, _slot(row['kernel_module'], flavour), row['utilities'], row['persistenced']):
-        for name in _fill(templates, branch=branch):
-            if name not in names:
-                names.append(name)
-    fm_daemon = ''
-    if fabricmanager:
-        daemon = _fill(_by_branch(row['fabricmanager'], branch), branch=branch)
-        names += daemon + _fill(_by_branch(row['nscq'], branch), branch=branch)
-        fm_daemon = daemon[0] if daemon else ''
+    names, fm_daemon = _plan_names(row, [], (meta, _slot(row['kernel_module'], flavour), row['utilities'],
+                                             row['persistenced']), branch, fabricmanager)
     return {
         'manager': row['manager'],
         'packages': names,
@@ -242,16 +250,8 @@ def prebuilt_package_names(distribution, source, branch, flavour, kernel_flavour
     if not row.get('prebuilt_modules'):
         raise PackageTableError('no prebuilt NVIDIA kernel modules for source %s on %s' % (source, distribution))
     modules = _slot(row['prebuilt_modules'], flavour)[0].format(branch=branch, kernel_flavour=kernel_flavour)
-    names = [modules]
-    for templates in (_slot(row['meta_no_dkms'], flavour), row['utilities'], row['persistenced']):
-        for name in _fill(templates, branch=branch):
-            if name not in names:
-                names.append(name)
-    fm_daemon = ''
-    if fabricmanager:
-        daemon = _fill(_by_branch(row['fabricmanager'], branch), branch=branch)
-        names += daemon + _fill(_by_branch(row['nscq'], branch), branch=branch)
-        fm_daemon = daemon[0] if daemon else ''
+    names, fm_daemon = _plan_names(row, [modules], (_slot(row['meta_no_dkms'], flavour), row['utilities'],
+                                                    row['persistenced']), branch, fabricmanager)
     return {
         'manager': row['manager'],
         'packages': names,

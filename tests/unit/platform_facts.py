@@ -70,6 +70,7 @@ __metaclass__ = type
 import json
 import os
 import re
+import shutil
 import ssl
 import subprocess
 import sys
@@ -78,6 +79,7 @@ import time
 
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 
+import pytest
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -415,3 +417,12 @@ def run(work, inventories, play, hosts, forks, server):
         results[host] = json.loads(path.read_text()) if path.exists() else None
     calls = [json.loads(line) for line in (work / 'bin' / 'calls.jsonl').read_text().splitlines()]
     return {'out': proc.stdout, 'rc': proc.returncode, 'results': results, 'calls': calls, 'elapsed': elapsed}
+
+
+def require_tools():
+    """Fail (never skip: CI has both) when ansible-playbook is not beside this python or openssl, which makes the
+    local HTTPS server's certificate, is missing."""
+    if not os.path.exists(ANSIBLE_PLAYBOOK):
+        pytest.fail('ansible-playbook is not beside this python (%s)' % sys.executable)
+    if not shutil.which('openssl'):
+        pytest.fail('openssl is needed for the local HTTPS server that serves the repository keys')

@@ -59,7 +59,6 @@ __metaclass__ = type
 
 import os
 import re
-import shutil
 
 import pytest
 import yaml
@@ -94,10 +93,7 @@ RECORD = ("{{ {'outcomes': test_outcomes | default({}),"
 
 @pytest.fixture(scope='module')
 def preflights(tmp_path_factory):
-    if not os.path.exists(pf.ANSIBLE_PLAYBOOK):
-        pytest.skip('ansible-playbook not beside this python')
-    if not shutil.which('openssl'):
-        pytest.skip('openssl is needed for the local HTTPS server that serves the repository keys')
+    pf.require_tools()
     work = tmp_path_factory.mktemp('example_preflight')
     # jammy's python3 on every host; id, dpkg-query and mokutil as platform_facts.COMMON_ANSWERS.
     pf.prepare(work, {'*': dict(pf.COMMON_ANSWERS, **pf.python_answer('3.10'))}, stand_ins=('id', 'dpkg-query'))

@@ -35,7 +35,6 @@ import glob
 import json
 import os
 import re
-import shutil
 
 import pytest
 import yaml
@@ -288,10 +287,7 @@ def _playbook(work):
 
 @pytest.fixture(scope='module')
 def matrix(tmp_path_factory):
-    if not os.path.exists(pf.ANSIBLE_PLAYBOOK):
-        pytest.fail('ansible-playbook is not beside this python')
-    if not shutil.which('openssl'):
-        pytest.fail('openssl is needed for the local HTTPS server that serves the repository keys')
+    pf.require_tools()
     work = tmp_path_factory.mktemp('platform_matrix')
     pf.prepare(work, _answers())
     server = pf.KeyServer(work)
