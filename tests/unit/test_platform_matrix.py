@@ -6,10 +6,11 @@ One inventory host per platform (its facts: tests/unit/platform_facts.py, field 
 cluster of its own (its Slurm controller and compute node, its monitoring server), with a site's variables written
 here into the run's inventory: what a site on that platform sets (the driver from NVIDIA's CUDA repository, Slurm from the release's archive
 where the role runs it, from a site repository on Ubuntu 22.04 as inventories/example does, pinned on Rocky 9 where EPEL
-keeps only its newest build; node_exporter from the archive on Debian and Ubuntu, the upstream release on Rocky). Three
-more preflights carry the refusals that matter, on two more hosts: the archive Slurm of Ubuntu 22.04 without a site
+keeps only its newest build; node_exporter from the archive on Debian and Ubuntu, the upstream release on Rocky). Five
+more preflights carry the refusals that matter, on three more hosts: the archive Slurm of Ubuntu 22.04 without a site
 repository; node_exporter from packages and the driver from the distribution on Rocky (one host: a refusal stops only
-its own role's preflight). The harness (site.yml's plays, the stand-ins for mokutil, id, dpkg-query, rpm, dnf and
+its own role's preflight); the driver and the toolkit from NVIDIA's CUDA repository on a POWER (ppc64le) node, an
+architecture that repository does not serve. The harness (site.yml's plays, the stand-ins for mokutil, id, dpkg-query, rpm, dnf and
 the node's python3, the local HTTPS key server, the PCI sysfs tree) is tests/unit/platform_facts.py's, shared with
 tests/unit/test_example_inventory_preflight.py. site.yml's plays run as they are: every host is a cluster of its own
 (its own Slurm and monitoring groups), so one Slurm play holds four Slurm versions side by side.
@@ -50,7 +51,10 @@ MAIN = ['debian12', 'debian13', 'ubuntu2204', 'ubuntu2404', 'rocky9']
 REFUSALS = {
     'ubuntu2204-archive-slurm': ('ubuntu2204', 'slurm'),
     'rocky9-refused': ('rocky9', 'gpu_stack_monitoring'),
+    'debian13-ppc64le': ('debian13', 'gpu_stack'),
 }
+# Facts a refusal host has besides its platform's: an architecture NVIDIA's CUDA repository does not serve.
+REFUSAL_FACTS = {'debian13-ppc64le': {'architecture': 'ppc64le'}}
 HOSTS = MAIN + sorted(REFUSALS)
 ROLES = ['os_tuning', 'nvidia_driver', 'cuda_toolkit', 'rdma', 'container_runtime', 'health_check', 'slurm', 'monitoring']
 
@@ -99,10 +103,12 @@ _ONLY = {
               'slurm_node_gpus': 0},
     # Both Rocky refusals on one host: a refusal stops only its own role's preflight here.
     'gpu_stack_monitoring': {'gpucluster_fabric': 'none', 'gpucluster_scheduler': 'none'},
+    'gpu_stack': {'gpucluster_fabric': 'none', 'gpucluster_scheduler': 'none', 'gpucluster_monitoring': False},
 }
 REFUSAL_SITE = {
     'ubuntu2204-archive-slurm': {'slurm_version': '', 'slurm_munge_version': ''},
     'rocky9-refused': {'monitoring_install_method': 'package', 'nvidia_driver_source': 'distro'},
+    'debian13-ppc64le': {},
 }
 
 
@@ -125,16 +131,20 @@ PASSED = 'passed'
 # (role, host) -> 'passed' or ('refused', the task that stops, [texts of its message: the variable, what is accepted]).
 EXPECTED = dict(((role, host), PASSED) for host in MAIN for role in ROLES)
 EXPECTED.update({
-    # NVIDIA's CUDA repository path knows ubuntu2204, ubuntu2404, debian12, rhel8, rhel9 (roles/nvidia_driver/vars/
-    # main.yml __nvidia_driver_cuda_repo_slugs): Debian 13 is refused, naming the variable and what is accepted.
-    ('nvidia_driver', 'debian13'): ('refused', 'Check that the CUDA repository exists for this OS', [
-        'nvidia_driver_source=cuda_repo supports Ubuntu-22, Ubuntu-24, Debian-12, RedHat-8, RedHat-9',
-        'this node is Debian-13 on x86_64']),
-    # The toolkit's cuda_repo source reads the same table (the driver role's cuda_repo.yml writes its source).
-    ('cuda_toolkit', 'debian13'): (
+    # NVIDIA's CUDA repository serves x86_64 and aarch64 (sbsa) only (roles/nvidia_driver/vars/main.yml
+    # __nvidia_driver_cuda_repo_slugs and _arches): a POWER node is refused, naming the variable and what is accepted,
+    # by the driver and by the toolkit, whose cuda_repo source reads the same table.
+    ('os_tuning', 'debian13-ppc64le'): PASSED,
+    ('nvidia_driver', 'debian13-ppc64le'): ('refused', 'Check that the CUDA repository exists for this OS', [
+        'nvidia_driver_source=cuda_repo supports Ubuntu-22, Ubuntu-24, Debian-12, Debian-13, RedHat-8, RedHat-9',
+        'on x86_64, aarch64; this node is Debian-13 on ppc64le']),
+    ('cuda_toolkit', 'debian13-ppc64le'): (
         'refused', 'Check the toolkit inputs, quoted versions and the repository settings (every failing check is listed)',
-        ["cuda_toolkit_source=cuda_repo needs NVIDIA's CUDA repository, which exists for Ubuntu-22, Ubuntu-24, Debian-12",
-         'this node is Debian-13 on x86_64', 'use cuda_toolkit_source=distro']),
+        ["cuda_toolkit_source=cuda_repo needs NVIDIA's CUDA repository, which exists for Ubuntu-22, Ubuntu-24, Debian-12,"
+         ' Debian-13, RedHat-8, RedHat-9 on x86_64, aarch64; this node is Debian-13 on ppc64le',
+         'use cuda_toolkit_source=distro']),
+    ('container_runtime', 'debian13-ppc64le'): PASSED,
+    ('health_check', 'debian13-ppc64le'): PASSED,
     # The archive's Slurm on Ubuntu 22.04 without a site repository.
     ('os_tuning', 'ubuntu2204-archive-slurm'): PASSED,
     ('slurm', 'ubuntu2204-archive-slurm'): ('refused', 'Check the Slurm release is one the role runs', [
@@ -215,7 +225,8 @@ def _inventory(work, server):
         platform, group, variables = _host_vars(host)
         name = fqdn(host)
         variables.update(pf.machine_vars(work, server))
-        variables['test_facts'] = pf.node_facts(platform, name, '10.10.0.%d' % (11 + index), '10.20.0.%d' % (10 + index))
+        variables['test_facts'] = dict(pf.node_facts(platform, name, '10.10.0.%d' % (11 + index), '10.20.0.%d' % (10 + index)),
+                                       **REFUSAL_FACTS.get(host, {}))
         variables['health_check_python'] = str(work / 'node' / 'python3')
         children[group] = {'hosts': {name: variables}}
         if variables['gpucluster_gpu_stack']:

@@ -3,8 +3,8 @@
 
 The expressions are the role's own (set_fact of tasks/cuda_repo_key.yml, the templates), evaluated by
 Ansible's templating engine with the facts each OS reports; expected values follow NVIDIA's
-documented repository layout (repos/<ubuntu2204|ubuntu2404|debian12|rhel8|rhel9>/<x86_64|sbsa>/,
-keys 3bf863cc.pub for apt and D42D0685.pub for dnf).
+documented repository layout (repos/<ubuntu2204|ubuntu2404|debian12|debian13|rhel8|rhel9>/<x86_64|sbsa>/,
+keys 3bf863cc.pub for apt and D42D0685.pub for dnf; debian13 is signed by its own key, 8793F200.pub).
 """
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -34,10 +34,13 @@ OSES = {
     'ubuntu2204': {'distribution': 'Ubuntu', 'os_family': 'Debian', 'distribution_major_version': '22'},
     'ubuntu2404': {'distribution': 'Ubuntu', 'os_family': 'Debian', 'distribution_major_version': '24'},
     'debian12': {'distribution': 'Debian', 'os_family': 'Debian', 'distribution_major_version': '12'},
+    'debian13': {'distribution': 'Debian', 'os_family': 'Debian', 'distribution_major_version': '13'},
     'rhel8': {'distribution': 'Rocky', 'os_family': 'RedHat', 'distribution_major_version': '8'},
     'rhel9': {'distribution': 'RedHat', 'os_family': 'RedHat', 'distribution_major_version': '9'},
 }
 KEYS = {'Debian': '3bf863cc.pub', 'RedHat': 'D42D0685.pub'}
+# Repositories signed by a key of their own, and the entry of nvidia_driver_cuda_repo_key_fingerprints that checks it.
+SLUG_KEYS = {'debian13': '8793F200.pub'}
 
 
 def _trust(value):
@@ -85,8 +88,13 @@ def test_repository_location(slug, arch, repo_arch):
     result = _set_fact(_variables(facts))
     base = 'https://developer.download.nvidia.com/compute/cuda/repos'
     assert result['__nvidia_driver_cuda_repo_url'] == '%s/%s/%s/' % (base, slug, repo_arch)
-    assert result['__nvidia_driver_cuda_repo_key'] == '%s/%s/%s/%s' % (base, slug, repo_arch, KEYS[facts['os_family']])
+    key = SLUG_KEYS.get(slug, KEYS[facts['os_family']])
+    assert result['__nvidia_driver_cuda_repo_key'] == '%s/%s/%s/%s' % (base, slug, repo_arch, key)
     assert result['__nvidia_driver_cuda_repo_name'] == 'cuda-%s-%s' % (slug, repo_arch)
+    # The fingerprint entry: the repository's own where it has one, else the OS family's (both in the defaults).
+    assert result['__nvidia_driver_cuda_key_name'] == (slug if slug in SLUG_KEYS else facts['os_family'])
+    fingerprints = _variables(facts)['nvidia_driver_cuda_repo_key_fingerprints']
+    assert fingerprints[result['__nvidia_driver_cuda_key_name']].endswith(key.split('.')[0].upper())
 
 
 def test_mirror_and_key_override():
@@ -97,7 +105,7 @@ def test_mirror_and_key_override():
     assert result['__nvidia_driver_cuda_repo_key'] == 'https://mirror.example.internal/keys/cuda.asc'
 
 
-@pytest.mark.parametrize('slug', ['ubuntu2204', 'ubuntu2404', 'debian12'])
+@pytest.mark.parametrize('slug', ['ubuntu2204', 'ubuntu2404', 'debian12', 'debian13'])
 def test_apt_sources_file(slug):
     facts = dict(OSES[slug], architecture='x86_64')
     variables = _variables(facts)
