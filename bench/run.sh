@@ -123,12 +123,12 @@ bench_lab() {
   # The counting callback (bench/callback_plugins) writes its figures beside each log.
   local plugins=ANSIBLE_CALLBACK_PLUGINS=$PWD/bench/callback_plugins
   timed "$nodes:rerun" "re-run, fast path" "$dir/rerun.log" env "$plugins" GPUCLUSTER_BENCH_COUNTS="$dir/rerun.log.counts" \
-    ANSIBLE_CALLBACKS_ENABLED=gpucluster_bench_counts ansible-playbook -i "$inv" site.yml || true
+    ANSIBLE_CALLBACKS_ENABLED=gpucluster.core.preload,gpucluster_bench_counts ansible-playbook -i "$inv" site.yml || true
   timed "$nodes:full" "re-run, fast path off" "$dir/full.log" env "$plugins" GPUCLUSTER_BENCH_COUNTS="$dir/full.log.counts" \
-    ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks,gpucluster_bench_counts PROFILE_TASKS_TASK_OUTPUT_LIMIT=$TOP \
+    ANSIBLE_CALLBACKS_ENABLED=gpucluster.core.preload,ansible.posix.profile_tasks,gpucluster_bench_counts PROFILE_TASKS_TASK_OUTPUT_LIMIT=$TOP \
     ansible-playbook -i "$inv" site.yml -e gpucluster_fast_path=false || true
   timed "$nodes:check" "--check --diff, fast path" "$dir/check.log" env "$plugins" GPUCLUSTER_BENCH_COUNTS="$dir/check.log.counts" \
-    ANSIBLE_CALLBACKS_ENABLED=gpucluster_bench_counts ansible-playbook -i "$inv" site.yml --check --diff || true
+    ANSIBLE_CALLBACKS_ENABLED=gpucluster.core.preload,gpucluster_bench_counts ansible-playbook -i "$inv" site.yml --check --diff || true
   echo "  the $TOP most expensive tasks of the full-path re-run (all nodes together):"
   top_tasks "$dir/full.log"
 }

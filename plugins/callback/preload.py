@@ -1,0 +1,84 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Import the plugins every task's worker would import, once, before ansible-playbook forks.
+
+The choice of modules is in plugins/plugin_utils/preload.py; this plugin only asks Ansible's loaders
+for them. docs/performance.md ("Imports before the first fork") has the measurement.
+"""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+name: preload
+type: aggregate
+short_description: Import the plugins the roles use once, before the first task's worker is forked
+description:
+  - ansible-playbook runs every task of every host in a worker process forked from its main process, and
+    each worker imports, and for a collection's plugins first compiles, every plugin its task needs; the
+    worker exits after the task. On a converged rerun of C(site.yml) that was about half of the controller's
+    CPU.
+  - When the playbook starts, this callback imports, in the main process, the collection's filter, test,
+    lookup and action plugins and the module_utils they use, ansible-core's filter, test, lookup and action
+    plugins, and the SSH and local connection, sh shell and sudo/su become plugins. Every worker forked
+    afterwards inherits them.
+  - It prints nothing and changes no result. A module that cannot be imported is left to the worker that
+    needs it, which reports the error as it would without this callback (C(-vvv) names it here too).
+requirements:
+  - enable it in ansible.cfg (C(callbacks_enabled = gpucluster.core.preload)) or ANSIBLE_CALLBACKS_ENABLED
+'''
+
+import importlib
+import os
+
+from ansible.plugins import loader as plugin_loader
+from ansible.plugins.callback import CallbackBase
+from ansible.utils.display import Display
+
+from ansible_collections.gpucluster.core.plugins.plugin_utils import preload
+
+display = Display()
+PLUGINS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _core_names(kind):
+    package = importlib.import_module('ansible.plugins.%s' % kind)
+    return preload.module_names(os.listdir(os.path.dirname(package.__file__)))
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = 'aggregate'
+    CALLBACK_NAME = 'gpucluster.core.preload'
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super(CallbackModule, self).__init__(*args, **kwargs)
+        self._done = False
+
+    def v2_playbook_on_start(self, playbook):
+        if self._done:
+            return
+        self._done = True
+        failed = []
+        count = 0
+        for name in preload.collection_modules(PLUGINS_DIR, 'gpucluster', 'core'):
+            try:
+                importlib.import_module(name)
+                count += 1
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                failed.append('%s (%s)' % (name, exc))
+        # The Jinja loaders import every builtin filter and test file by themselves (all()), under the names a
+        # worker's templar uses.
+        for loader in (plugin_loader.filter_loader, plugin_loader.test_loader):
+            for dummy in loader.all():
+                count += 1
+        targets = [(kind, name) for kind in preload.CORE_PLUGIN_TYPES for name in _core_names(kind)]
+        targets.extend(preload.CORE_PLUGINS)
+        for kind, name in targets:
+            try:
+                if getattr(plugin_loader, '%s_loader' % kind).get('ansible.builtin.' + name, class_only=True) is not None:
+                    count += 1
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                failed.append('ansible.builtin.%s %s (%s)' % (name, kind, exc))
+        display.vvv('gpucluster.core.preload: %d plugin modules imported before the first fork' % count)
+        if failed:
+            display.vvv('gpucluster.core.preload: left to the workers that need them: %s' % '; '.join(failed))
