@@ -153,9 +153,10 @@ EXPECTED.update({
         'Add a package repository with Slurm 22.05 or newer (slurm_apt_repository) and set slurm_version',
         'Debian 12, Debian 13, Ubuntu 24.04']),
     # node_exporter from packages on Rocky: EL has none.
-    ('monitoring', 'rocky9-refused'): ('refused', 'Check the install method', [
-        'monitoring_install_method=package is not accepted here', "'binary' (checksum-verified upstream releases)",
-        'RedHat hosts have no distribution packages, so they need \'binary\'']),
+    ('monitoring', 'rocky9-refused'): (
+        'refused', 'Check the monitoring inputs, the cluster network and every scraped node (every failing check is listed)', [
+            'monitoring_install_method=package is not accepted here', "'binary' (checksum-verified upstream releases)",
+            'RedHat hosts have no distribution packages, so they need \'binary\'']),
     # The driver from the distribution on Rocky: no driver in its base repositories.
     ('os_tuning', 'rocky9-refused'): PASSED,
     ('nvidia_driver', 'rocky9-refused'): ('refused', 'Plan the driver packages', [

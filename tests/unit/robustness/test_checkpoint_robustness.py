@@ -539,11 +539,17 @@ _GOOD = {'checkpoint_backup_sftp_target': 'backup@backuphost:/srv/restic', 'chec
 ROOT_SQUASHED = [{'path': '/srv/shared/checkpoints', 'options': ['rw', 'sync', 'root_squash']}]
 NO_ROOT_SQUASH = [{'path': '/srv/shared/checkpoints', 'options': ['rw', 'sync', 'no_root_squash']}]
 
+# The preflight's merged checks (each lists every failing check at once; its message is that list).
+INPUT_CHECKS = ('Check the platform, the paths, the marker, the numbers, the repository and the values written into the units'
+                ' (every failing check is listed)')
+NODE_CHECKS = ("Check the restic to install, the schedules, the node's Python and root access to the share"
+               ' (every failing check is listed)')
+
 # Each case runs ansible-playbook (tens of seconds on a loaded CI machine): the three that matter.
 PREFLIGHT_CASES = [
     ('nfs-client-root-squashed', 'refused', ROOT_SQUASHED, {},
-     'Check the backup host can read the share as root',
-     'node1 would back up checkpoint_backup_source "/shared/checkpoints" as an NFS client'),
+     NODE_CHECKS,
+     "['node1 would back up checkpoint_backup_source \"/shared/checkpoints\" as an NFS client"),
     # The argument spec's type check (robust-config) refuses a string for a list before the role's own checks.
     ('conventions-bare-string', 'refused', NO_ROOT_SQUASH, {'checkpoint_backup_conventions': 'marker'},
      'Check the type of every input (meta/argument_specs.yml), numbers finite',
@@ -553,8 +559,8 @@ PREFLIGHT_CASES = [
     # must be exempt there, or every backup is refused at login.
     ('backup-host-runs-pam-slurm-adopt', 'refused', NO_ROOT_SQUASH,
      {'checkpoint_backup_sftp_manage_target': True, 'checkpoint_backup_sftp_target_host': 'filer1'},
-     'Check the backup account may log in to a backup host that runs pam_slurm_adopt',
-     'checkpoint_backup_sftp_target_host filer1 is a Slurm compute node with pam_slurm_adopt'),
+     INPUT_CHECKS,
+     "['checkpoint_backup_sftp_target_host filer1 is a Slurm compute node with pam_slurm_adopt"),
     ('backup-account-exempt-from-pam-slurm-adopt', 'accepted', NO_ROOT_SQUASH,
      {'checkpoint_backup_sftp_manage_target': True, 'checkpoint_backup_sftp_target_host': 'filer1',
       'slurm_pam_adopt_exempt_groups': ['admins', 'backup']}, None, None),
@@ -578,7 +584,7 @@ def test_role_preflight(tmp_path, exports, extra, task, message):
     assert 'changed=0' in out, out
     if task is None:
         assert proc.returncode == 0 and 'failed=0' in out, out
-        assert 'Check the backup host can read the share as root' in out
+        assert 'TASK [gpucluster.core.checkpoint_backup : %s]' % NODE_CHECKS in out
         return
     assert proc.returncode == 2, out
     assert task in [line for line in out.splitlines() if line.startswith('TASK [')][-1], out

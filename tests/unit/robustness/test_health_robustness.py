@@ -645,7 +645,8 @@ _PLAY = """- name: Run one role's preflight
         name: "gpucluster.core.{{ role_under_test }}"
         tasks_from: preflight
 """
-SLURM_TASK = 'TASK [gpucluster.core.slurm : Check the health check timeouts fit in each other]'
+SLURM_TASK = ('TASK [gpucluster.core.slurm : Check this host\'s part, pam_slurm_adopt, the limits, names, plugins, timeouts and GPU usage'
+              ' settings (every failing check is listed)]')
 HEALTH_TASK = ("TASK [gpucluster.core.health_check : Check the health_check inputs, the health program's timeouts, RDMA "
                "ports and thresholds (every failing check is listed)]")
 

@@ -190,6 +190,11 @@ _SERVER = {'shared_storage_mode': 'server', 'shared_storage_export_clients': ['1
 _DEB_CLIENT = {'pkg_mgr': 'apt', 'packages': ['nfs-common'], 'services': []}
 _EL_CLIENT = {'pkg_mgr': 'dnf', 'packages': ['nfs-utils'], 'services': []}
 _SUPPORTED = 'Debian 12, Debian 13, Ubuntu 22.04, Ubuntu 24.04, RedHat 9, Rocky 9, AlmaLinux 9'
+# checkpoint_backup's merged checks: the inputs and the platform, and what the node reports (restic among them).
+_CB_INPUTS = ('Check the platform, the paths, the marker, the numbers, the repository and the values written into the units'
+              ' (every failing check is listed)')
+_CB_NODE = ("Check the restic to install, the schedules, the node's Python and root access to the share"
+            ' (every failing check is listed)')
 CASES = [
     ('ss-client-debian12', 'shared_storage', 'debian12', _CLIENT, {}, ('accepted', _DEB_CLIENT)),
     ('ss-client-debian13', 'shared_storage', 'debian13', _CLIENT, {}, ('accepted', _DEB_CLIENT)),
@@ -228,7 +233,7 @@ CASES = [
      ('accepted', {'pkg_mgr': 'apt', 'pin': '0.16.4', 'packages': ['restic', 'openssh-client'],
                    'textfile': '/var/lib/prometheus/node-exporter'})),
     ('cb-ubuntu2204', 'checkpoint_backup', 'ubuntu2204', {}, {},
-     ('refused', 'Check the restic of this release is one the role runs',
+     ('refused', _CB_NODE,
       ['Ubuntu 22.04 offers restic 0.12.1 (from its archive), older than restic 0.14.0, the oldest the role runs',
        'repository format version 2', 'set checkpoint_backup_restic_version to that version',
        'or run the backup on Debian 12/13, Ubuntu 24.04 or RHEL, Rocky or AlmaLinux 9'])),
@@ -237,14 +242,14 @@ CASES = [
      ('accepted', {'pkg_mgr': 'apt', 'pin': '0.16.4', 'packages': ['restic', 'openssh-client'],
                    'textfile': '/var/lib/prometheus/node-exporter'})),
     ('cb-debian12-old-pin', 'checkpoint_backup', 'debian12', {'checkpoint_backup_restic_version': '0.12.1'}, {},
-     ('refused', 'Check checkpoint_backup_restic_version is a restic the role runs',
+     ('refused', _CB_NODE,
       ['checkpoint_backup_restic_version=0.12.1 is older than restic 0.14.0, the oldest the role runs'])),
     ('cb-debian12-bad-pin', 'checkpoint_backup', 'debian12', {'checkpoint_backup_restic_version': '0.14'}, {},
-     ('refused', 'Check a restic version is known for this release',
+     ('refused', _CB_INPUTS,
       ['checkpoint_backup_restic_version must be empty or an upstream version as 0.14.0 (got "0.14").'])),
     # EPEL not enabled: rpm has no restic, dnf finds none (repoquery prints nothing and exits 0).
     ('cb-rhel9-no-epel', 'checkpoint_backup', 'rhel9', {}, dict(RPM_NONE, **{json.dumps(DNF_QUERY): {'stdout': ''}}),
-     ('refused', 'Check restic is installed or offered (dnf; EPEL on RHEL, Rocky and Alma)',
+     ('refused', _CB_NODE,
       ['restic is neither installed on cb-rhel9-no-epel (RedHat 9) nor offered by its enabled repositories',
        'EPEL, which this role does not enable'])),
     ('cb-rocky9-epel', 'checkpoint_backup', 'rocky9', {}, dict(RPM_NONE, **{json.dumps(DNF_QUERY): {'stdout': '0.18.1\n'}}),
@@ -256,17 +261,17 @@ CASES = [
                    'textfile': '/var/lib/node_exporter/textfile_collector'})),
     ('cb-rhel9-pin-not-offered', 'checkpoint_backup', 'rhel9', {'checkpoint_backup_restic_version': '0.16.0'},
      dict(RPM_NONE, **{json.dumps(DNF_QUERY): {'stdout': '0.18.1\n'}}),
-     ('refused', 'Check checkpoint_backup_restic_version is installed or offered (dnf)',
+     ('refused', _CB_NODE,
       ['checkpoint_backup_restic_version=0.16.0 is neither installed on cb-rhel9-pin-not-offered (no restic) nor offered',
        'they offer 0.18.1'])),
     ('cb-rhel9-dnf-fails', 'checkpoint_backup', 'rhel9', {},
      dict(RPM_NONE, **{json.dumps(DNF_QUERY): {'rc': 1, 'stderr': "Error: Failed to download metadata for repo 'epel'\n"}}),
-     ('refused', 'Check dnf could read the enabled repositories',
+     ('refused', _CB_NODE,
       ["dnf could not read the repositories of cb-rhel9-dnf-fails to find restic (rc 1:",
        "Failed to download metadata for repo 'epel'"])),
 ] + [
     ('cb-' + name, 'checkpoint_backup', name, {}, {},
-     ('refused', 'Check the platform is one checkpoint_backup supports',
+     ('refused', _CB_INPUTS,
       ['checkpoint_backup supports ' + _SUPPORTED + ' (RedHat: RHEL), with restic from the host\'s package sources; '
        'this host reports %s %s (os_family %s)' % (facts['distribution'], facts['distribution_version'], facts['os_family'])]))
     for name, facts in sorted(REFUSED_PLATFORMS.items())

@@ -36,6 +36,14 @@ def _names(tasks):
     return [t.get('name', '') for t in tasks]
 
 
+# The preflight's tasks that read the resolved pins: the single-word settings (slurm_version among them) are checked
+# with this host's other inputs, the versions across the cluster with the cluster description.
+SINGLE_WORD_CHECK = ("Check this host's part, pam_slurm_adopt, the limits, names, plugins, timeouts and GPU usage settings "
+                     "(every failing check is listed)")
+CLUSTER_CHECK = ('Check the cluster description, the Slurm versions across it and the node health program '
+                 '(every failing check is listed)')
+
+
 # ------------------------------------------------------------------ the role's files
 
 def test_the_pins_default_to_the_archive_and_the_spec_says_so():
@@ -81,11 +89,10 @@ def test_the_pins_are_resolved_before_anything_reads_them():
     assert len(pins) == 1 and pins[0]['vars'] == {'__slurm_pins_check_offered': True}
     at = tasks.index(pins[0])
     assert preflight.index('Load the OS-specific settings') < at        # __slurm_archive_packages is loaded
-    for reader in ('Check the single-word settings', "Check slurm_version is a change that keeps the cluster's state "
-                   "(SchedMD's upgrade window)", 'Check no Slurm host gets a version its slurmctld cannot talk to'):
+    for reader in (SINGLE_WORD_CHECK, "Check slurm_version is a change that keeps the cluster's state "
+                   "(SchedMD's upgrade window)", CLUSTER_CHECK):
         assert at < preflight.index(reader), reader
-    assert preflight.index('Note this host\'s part in the cluster') < preflight.index(
-        'Check no Slurm host gets a version its slurmctld cannot talk to')
+    assert preflight.index('Note this host\'s part in the cluster') < preflight.index(CLUSTER_CHECK)
     # tasks_from upgrade (playbooks/rolling_upgrade.yml): resolved too; the install checks the offer.
     upgrade = _load(ROLE, 'tasks', 'upgrade.yml')
     pins = [t for t in upgrade if t.get('ansible.builtin.import_tasks') == 'pins.yml']
@@ -95,8 +102,8 @@ def test_the_pins_are_resolved_before_anything_reads_them():
 
 
 def test_the_os_family_refusal_says_what_a_rhel_site_does():
-    task = [t for t in _load(ROLE, 'tasks', 'preflight.yml') if t.get('name') == 'Check the OS family is one slurm supports'][0]
-    message = task['ansible.builtin.assert']['fail_msg']
+    task = [t for t in _load(ROLE, 'tasks', 'preflight.yml') if '__slurm_msg_os_family' in t.get('vars', {})][0]
+    message = task['vars']['__slurm_msg_os_family']
     assert 'RHEL, Rocky and AlmaLinux 9 with Slurm from EPEL 9 or a site repository (slurm_dnf_repository)' in message
     assert 'leave this host out of the Slurm groups' in message
 
@@ -145,9 +152,15 @@ def _host(distribution, version, variables):
 
 
 def _playbook(tmp_path):
-    check = [t for t in _load(ROLE, 'tasks', 'preflight.yml')
-             if t.get('name') == 'Check no Slurm host gets a version its slurmctld cannot talk to']
-    assert len(check) == 1
+    # The cross-node version check of the preflight's cluster check, alone (the cluster description beside it reads
+    # what these plays do not set), with the role's own message.
+    cluster = [t for t in _load(ROLE, 'tasks', 'preflight.yml') if t.get('name') == CLUSTER_CHECK]
+    assert len(cluster) == 1
+    assert '__slurm_version_errors | length > 0' in cluster[0]['vars']['__slurm_cluster_check_errors']
+    check = [{'name': 'Check no Slurm host gets a version its slurmctld cannot talk to',
+              'ansible.builtin.assert': {'that': '__slurm_version_errors | length == 0',
+                                         'fail_msg': '{{ __slurm_msg_versions }}', 'quiet': True},
+              'vars': {'__slurm_msg_versions': cluster[0]['vars']['__slurm_msg_versions']}}]
     inventory = {'all': {'vars': {'ansible_connection': 'local',
                                   'ansible_python_interpreter': '{{ ansible_playbook_python }}'},
                          'children': {'pins': {'hosts': dict((h, _host(*spec)) for h, spec in PIN_HOSTS.items())}}}}

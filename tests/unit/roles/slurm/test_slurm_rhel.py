@@ -144,11 +144,11 @@ CASES = [
     ('rocky94-bad-repo', ROCKY94, dict(_PINS, slurm_dnf_repository={'baseurl': 'https://repo.example.org/el9',
                                                                     'gpgkey': 'https://repo.example.org/key',
                                                                     'gpgcheck': False}, **_CLUSTER), {},
-     ('refused', 'Check slurm_dnf_repository',
+     ('refused', 'Check the OS family, slurm_dnf_repository and slurm_retired_nodes (every failing check is listed)',
       ['slurm_dnf_repository is not accepted: a mapping of name', 'gpgcheck is always on',
        '["baseurl", "gpgkey", "gpgcheck"]'])),
     ('rhel8', _facts('RedHat', '8.9', 'rhel8'), dict(_PINS, **_CLUSTER), {},
-     ('refused', 'Check the OS family is one slurm supports',
+     ('refused', 'Check the OS family, slurm_dnf_repository and slurm_retired_nodes (every failing check is listed)',
       ['and RHEL, Rocky and AlmaLinux 9 with Slurm from EPEL 9 or a site repository (slurm_dnf_repository); this host '
        'reports os_family=RedHat (RedHat 8.9)'])),
 ]

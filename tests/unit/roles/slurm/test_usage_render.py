@@ -92,7 +92,7 @@ ACCEPTED_CASES = [
 
 @pytest.fixture(scope='module')
 def preflight_errors():
-    task = [t for t in _load('tasks', 'preflight.yml') if t['name'].startswith('Check the GPU usage settings')][0]
+    task = [t for t in _load('tasks', 'preflight.yml') if '__slurm_usage_errors' in t.get('vars', {})][0]
     jobs = []
     for extra in [case for case, _fragment in PREFLIGHT_CASES] + ACCEPTED_CASES:
         variables = _variables(**extra)
