@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -30,16 +31,17 @@ FALLBACK = os.path.join(REPO, 'lab', 'gpu-standin', 'sample-2gpu-written-here.xm
 
 
 def eight_gpu_document(text):
-    """Benchmark input: the recording's first <gpu> element repeated 8 times on distinct bus numbers."""
+    """Benchmark input: the recording's first <gpu> element repeated 8 times on distinct bus numbers (a recording of
+    several GPUs, such as the lab's two-GPU fallback, keeps only its first)."""
     start = text.index('<gpu id=')
-    end = text.index('</gpu>', start) + len('</gpu>')
-    gpu = text[start:end]
+    gpu = text[start:text.index('</gpu>', start) + len('</gpu>')]
+    end = text.rindex('</gpu>') + len('</gpu>')
     bus_id = gpu.split('"')[1]
     copies = []
     for n in range(8):
         new_bus = '%08X:%02X:00.0' % (0, 0x18 + n * 0x10)
         copies.append(gpu.replace(bus_id, new_bus))
-    head = text[:start].replace('<attached_gpus>1</attached_gpus>', '<attached_gpus>8</attached_gpus>')
+    head = re.sub(r'<attached_gpus>\d+</attached_gpus>', '<attached_gpus>8</attached_gpus>', text[:start])
     return head + '\n'.join(copies) + text[end:]
 
 

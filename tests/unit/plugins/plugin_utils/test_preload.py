@@ -3,12 +3,15 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import importlib
 import os
+import subprocess
+import sys
 
 from ansible_collections.gpucluster.core.plugins.plugin_utils import preload
 
-PLUGINS = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'plugins'))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
+PLUGINS = os.path.join(REPO, 'plugins')
+COLLECTIONS = os.path.join(REPO, 'collections')
 
 
 def test_module_names_keeps_importable_python_files_only():
@@ -45,6 +48,11 @@ def test_the_collection_modules_are_its_controller_python_and_all_import():
     expected_count = sum(len(preload.module_names(os.listdir(os.path.join(PLUGINS, package))))
                          for package in preload.COLLECTION_PACKAGES if os.path.isdir(os.path.join(PLUGINS, package)))
     assert len(names) == expected_count
-    # A module that could not be imported would be left to every worker again: none may fail.
-    for name in names:
-        importlib.import_module(name)
+    # A module that could not be imported would be left to every worker again: none may fail. In a fresh
+    # interpreter (another test of the session may have installed Ansible's collection finder, which then
+    # refuses collections it has no metadata for).
+    code = 'import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\nprint("imported", len(sys.argv) - 1)\n'
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([COLLECTIONS] + [p for p in [os.environ.get('PYTHONPATH')] if p]))
+    proc = subprocess.run([sys.executable, '-c', code] + names, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == 'imported %d' % len(names)
