@@ -10,7 +10,9 @@
 # When STAGE_LOG names a file, the stage lines (not the steps) are appended to it as well; .ci/run
 # prints that file as a summary at the end. A stage that fails also leaves an excerpt of its output in
 # STAGE_LOG.failed (a command's last lines; for molecule, the failed tasks with a few lines after each),
-# which .ci/run prints at the very end: a CI log cut to its tail still says what failed.
+# which .ci/run prints after the stage list, and a one-line reason in STAGE_LOG.why (the first failed
+# task and its failure, cut to 400 characters), which .ci/run prints last of all: a CI log cut to
+# its last few lines still says what failed first.
 #   lab/stage.sh NAME COMMAND [ARGS...]
 # The command's exit status is passed on unchanged.
 set -uo pipefail
@@ -52,6 +54,23 @@ excerpt() {
   fi
 }
 
+# One line that says why a stage failed: for molecule, the first failed task's name and failure line
+# (a host that failed or was unreachable), else molecule's own error; for another command, its last
+# non-empty line (pytest's and make's summaries). Cut to 400 characters.
+reason() {
+  local kind=$1 file=$2 line=
+  if [[ $kind == molecule ]]; then
+    line=$(awk '/^TASK \[/ { task = $0 }
+                /^(fatal|failed): / { sub(/ \*+$/, "", task); print task " " $0; found = 1; exit }
+                /^CRITICAL |^ERROR / && !err { err = $0 }
+                END { if (!found && err) print err }' "$file")
+  else
+    line=$(grep -v '^[[:space:]]*$' "$file" | tail -n 1)
+  fi
+  line=${line:-(no output)}
+  printf '%s\n' "${line:0:400}"
+}
+
 start=$EPOCHSECONDS
 echo "== $(now) start $name"
 rc=0
@@ -80,6 +99,8 @@ if [[ -n "${STAGE_LOG:-}" ]]; then
   if ((rc != 0)) && [[ -n $out ]]; then
     { echo "== what stage $name printed last (its whole output is above):"; excerpt "$kind" "$out"; } \
       >>"$STAGE_LOG.failed" || echo "stage: cannot append to $STAGE_LOG.failed" >&2
+    echo "== why stage $name failed: $(reason "$kind" "$out")" >>"$STAGE_LOG.why" \
+      || echo "stage: cannot append to $STAGE_LOG.why" >&2
   fi
 fi
 exit "$rc"

@@ -68,9 +68,13 @@ class CallbackModule(CallbackBase):
                 failed.append('%s (%s)' % (name, exc))
         # The Jinja loaders import every builtin filter and test file by themselves (all()), under the names a
         # worker's templar uses.
+        # A file that fails to import stops all() for that loader; the workers then import the rest as they would.
         for loader in (plugin_loader.filter_loader, plugin_loader.test_loader):
-            for dummy in loader.all():
-                count += 1
+            try:
+                for dummy in loader.all():
+                    count += 1
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                failed.append('ansible.builtin %s plugins (%s)' % (loader.type, exc))
         targets = [(kind, name) for kind in preload.CORE_PLUGIN_TYPES for name in _core_names(kind)]
         targets.extend(preload.CORE_PLUGINS)
         for kind, name in targets:
@@ -79,6 +83,6 @@ class CallbackModule(CallbackBase):
                     count += 1
             except Exception as exc:  # pylint: disable=broad-exception-caught
                 failed.append('ansible.builtin.%s %s (%s)' % (name, kind, exc))
-        display.vvv('gpucluster.core.preload: %d plugin modules imported before the first fork' % count)
+        display.vvv('gpucluster.core.preload: %d plugins and modules imported before the first fork' % count)
         if failed:
             display.vvv('gpucluster.core.preload: left to the workers that need them: %s' % '; '.join(failed))

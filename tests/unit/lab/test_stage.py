@@ -1,0 +1,87 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""lab/stage.sh, the wrapper of every `make test` stage: a failed stage leaves, besides its excerpt, one
+line that says why (STAGE_LOG.why), which .ci/run prints last, so a CI log cut to its tail names the
+first failure. Run here with stand-ins for molecule and a command; their output is the shape Ansible
+2.21 and molecule print."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import os
+import stat
+import subprocess
+
+import pytest
+
+STAGE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'lab', 'stage.sh')
+
+MOLECULE_FAILURE = """\
+INFO     [default > prepare] Executing
+
+TASK [Wait for the node to finish booting] *************************************
+ok: [default-node2]
+[ERROR]: Task failed: Module failed: non-zero return code
+Origin: /check/work/main/lab/bootstrap.yml:71:7
+
+fatal: [default-node1]: FAILED! => {"changed": false, "msg": "non-zero return code", "rc": 1, "stdout": "maintenance"}
+
+TASK [Wait for sshd's host key (made at first boot)] ***************************
+fatal: [default-node3]: UNREACHABLE! => {"changed": false, "msg": "second failure, not the first"}
+
+PLAY RECAP *********************************************************************
+ERROR    [default > prepare] Executed: Failed
+ERROR    Ansible return code was 2, command was: ansible-playbook prepare.yml
+"""
+
+
+def _tool(tmp_path, name, output, rc):
+    text = tmp_path / ('%s.out' % name)
+    text.write_text(output)
+    tool = tmp_path / 'bin' / name
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text('#!/bin/sh\ncat %s\nexit %d\n' % (text, rc))
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return str(tool)
+
+
+def _stage(tmp_path, name, tool):
+    log = tmp_path / 'stages'
+    proc = subprocess.run(['bash', STAGE, name, tool], env=dict(os.environ, STAGE_LOG=str(log)),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    why = tmp_path / 'stages.why'
+    return proc, log.read_text(), why.read_text() if why.exists() else None
+
+
+def test_failed_molecule_stage_names_the_first_failed_task(tmp_path):
+    proc, stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', MOLECULE_FAILURE, 2))
+    assert proc.returncode == 2
+    assert 'stage molecule default' in stages and 'FAILED (exit 2)' in stages
+    assert why.startswith('== why stage molecule default failed: TASK [Wait for the node to finish booting] '
+                          'fatal: [default-node1]: FAILED! =>')
+    assert 'maintenance' in why and 'second failure' not in why
+    assert why.count('\n') == 1
+
+
+def test_molecule_error_without_a_failed_task_is_the_reason(tmp_path):
+    output = 'INFO     [default > create] Executing\nCRITICAL Scenario default: the driver is missing\n'
+    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', output, 1))
+    assert why == '== why stage molecule default failed: CRITICAL Scenario default: the driver is missing\n'
+
+
+def test_failed_command_gives_its_last_line_cut_to_400_characters(tmp_path):
+    output = '1 passed\n' + 'E' * 1000 + '\n\n\n'
+    _proc, _stages, why = _stage(tmp_path, 'units', _tool(tmp_path, 'units', output, 1))
+    assert why == '== why stage units failed: %s\n' % ('E' * 400)
+
+
+def test_passed_stage_leaves_no_reason(tmp_path):
+    proc, stages, why = _stage(tmp_path, 'units', _tool(tmp_path, 'units', 'fatal: [x]: FAILED! => {}\n', 0))
+    assert proc.returncode == 0
+    assert 'FAILED' not in stages
+    assert why is None
+
+
+@pytest.mark.parametrize('rc', [1, 2])
+def test_reasons_of_two_failed_stages_are_both_kept(tmp_path, rc):
+    _stage(tmp_path, 'first', _tool(tmp_path, 'first', 'one\n', rc))
+    _proc, _stages, why = _stage(tmp_path, 'second', _tool(tmp_path, 'second', 'two\n', rc))
+    assert why == '== why stage first failed: one\n== why stage second failed: two\n'
