@@ -20,10 +20,37 @@ description:
     lookup and action plugins and the module_utils they use, ansible-core's filter, test, lookup and action
     plugins, and the SSH and local connection, sh shell and sudo/su become plugins. Every worker forked
     afterwards inherits them.
-  - It prints nothing and changes no result. A module that cannot be imported is left to the worker that
-    needs it, which reports the error as it would without this callback (C(-vvv) names it here too).
+  - It also keeps the byte code Jinja compiles for each template and conditional in a directory on the
+    controller (O(compile_cache_dir)), which every worker and every later run reads instead of compiling the same
+    text again; an entry is used only for the same text, environment settings, versions of Python, Jinja and
+    ansible-core, and the same way of calling each filter and test it names. The directory must belong to the
+    user running Ansible and be writable by nobody else, as must its parent; otherwise the cache is off for
+    the run and a warning says why.
+  - It changes no result. A module that cannot be imported is left to the worker that needs it, which reports
+    the error as it would without this callback (C(-vvv) names it here too).
 requirements:
   - enable it in ansible.cfg (C(callbacks_enabled = gpucluster.core.preload)) or ANSIBLE_CALLBACKS_ENABLED
+options:
+  compile_cache:
+    description: Keep compiled templates in O(compile_cache_dir) and use them (C(false) compiles every template
+      in every worker, as Ansible does by itself).
+    type: bool
+    default: true
+    env:
+      - name: GPUCLUSTER_COMPILE_CACHE
+    ini:
+      - section: callback_gpucluster_preload
+        key: compile_cache
+  compile_cache_dir:
+    description: Where the compiled templates are kept (made with mode 0700 when missing); one directory per set
+      of Python, Jinja and ansible-core versions is made under it.
+    type: path
+    default: ~/.cache/gpucluster/jinja
+    env:
+      - name: GPUCLUSTER_COMPILE_CACHE_DIR
+    ini:
+      - section: callback_gpucluster_preload
+        key: compile_cache_dir
 '''
 
 import importlib
@@ -33,7 +60,7 @@ from ansible.plugins import loader as plugin_loader
 from ansible.plugins.callback import CallbackBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpucluster.core.plugins.plugin_utils import preload
+from ansible_collections.gpucluster.core.plugins.plugin_utils import compile_cache, preload
 
 display = Display()
 PLUGINS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,6 +85,12 @@ class CallbackModule(CallbackBase):
         if self._done:
             return
         self._done = True
+        if self.get_option('compile_cache'):
+            cache, why = compile_cache.install(self.get_option('compile_cache_dir'))
+            if cache is None:
+                display.warning('gpucluster.core.preload: compiled templates are not kept this run: %s' % why)
+            else:
+                display.vvv('gpucluster.core.preload: compiled templates kept in %s' % cache.directory)
         failed = []
         count = 0
         for name in preload.collection_modules(PLUGINS_DIR, 'gpucluster', 'core'):

@@ -48,7 +48,7 @@ PLAYBOOK = '''---
 '''
 
 
-def _run(tmp_path, enabled):
+def _run(tmp_path, enabled, cache_dir=None):
     config = os.path.join(REPO, 'ansible.cfg')
     if not enabled:
         # The repository's configuration without the callback line.
@@ -62,14 +62,15 @@ def _run(tmp_path, enabled):
     (tmp_path / 'play.yml').write_text(PLAYBOOK)
     env = dict(os.environ, ANSIBLE_CONFIG=config, ANSIBLE_NOCOLOR='1', ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, 'collections'),
                ANSIBLE_FILTER_PLUGINS=str(tmp_path / 'filter_plugins'),
-               ANSIBLE_INVENTORY_UNPARSED_WARNING='false', ANSIBLE_LOCALHOST_WARNING='false')
+               ANSIBLE_INVENTORY_UNPARSED_WARNING='false', ANSIBLE_LOCALHOST_WARNING='false',
+               GPUCLUSTER_COMPILE_CACHE_DIR=cache_dir or str(tmp_path / 'compiled'))
     env.pop('ANSIBLE_CALLBACKS_ENABLED', None)
     proc = subprocess.run([ANSIBLE_PLAYBOOK, '-i', 'localhost,', '-vvv', str(tmp_path / 'play.yml')], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     marked = proc.stdout.split('PROBE')
     assert len(marked) >= 3, proc.stdout[-3000:]
-    return json.loads(marked[1].replace('\\"', '"')), proc.stdout
+    return json.loads(marked[1].replace('\\"', '"')), proc.stdout + proc.stderr
 
 
 def test_the_ansible_cfg_enables_it():
@@ -91,3 +92,24 @@ def test_a_worker_inherits_the_imports(tmp_path, enabled):
         # The probe's own task imports none of the collection's Python: without the callback it is not there.
         assert [n for n in wanted if n in seen['collection']] == []
         assert seen['lookup_file'] is False
+
+
+def test_compiled_templates_are_kept_and_used_by_the_next_run(tmp_path):
+    first, out = _run(tmp_path, True)
+    kept = [name for _d, _s, files in os.walk(str(tmp_path / 'compiled')) for name in files]
+    assert kept, out[-3000:]
+    assert 'compiled templates kept in %s' % (tmp_path / 'compiled') in out
+    second, _out = _run(tmp_path, True)
+    assert second == first
+    assert sorted(name for _d, _s, files in os.walk(str(tmp_path / 'compiled')) for name in files) == sorted(kept)
+
+
+def test_a_cache_directory_others_can_write_is_not_used(tmp_path):
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o777)
+    seen, out = _run(tmp_path, True, str(shared))
+    assert seen['lookup_file'] is True
+    assert 'compiled templates are not kept this run: %s can be written by other users (mode 0777)' % shared \
+        in ' '.join(out.split())
+    assert os.listdir(str(shared)) == []
