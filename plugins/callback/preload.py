@@ -24,8 +24,8 @@ description:
     controller (O(compile_cache_dir)), which every worker and every later run reads instead of compiling the same
     text again; an entry is used only for the same text, environment settings, versions of Python, Jinja and
     ansible-core, and the same way of calling each filter and test it names. The directory must belong to the
-    user running Ansible and be writable by nobody else, as must its parent; otherwise the cache is off for
-    the run and a warning says why.
+    user running Ansible and be writable by nobody else, and its parent must not be writable by everyone (unless
+    sticky, as /tmp); otherwise the cache is off for the run and a warning says why.
   - It changes no result. A module that cannot be imported is left to the worker that needs it, which reports
     the error as it would without this callback (C(-vvv) names it here too).
 requirements:

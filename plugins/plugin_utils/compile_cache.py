@@ -14,8 +14,8 @@ checked against the plugin the worker resolves before the entry is used. Any dif
 template is compiled as without the cache.
 
 Trust: an entry is code the controller runs. The cache is used only in a directory owned by the user
-running Ansible that nobody else can write, as is its parent; an entry carries the SHA-256 of its
-content, is written to a new file and renamed into place, and one that is truncated, corrupt or of
+running Ansible that nobody else can write, in a parent nobody else can replace it in (check_directory());
+an entry carries the SHA-256 of its content, is written to a new file and renamed into place, and one that is truncated, corrupt or of
 another format is a miss.
 
 plugins/callback/preload.py installs it (install()) in ansible-playbook's main process before the first
@@ -97,23 +97,31 @@ def plugin_references(python_source):
 
 
 def check_directory(path, uid=None):
-    """None when ``path`` can hold the cache, made (mode 0700) if missing; else why not, in one line."""
+    """None when ``path`` can hold the cache, made (mode 0700) if missing; else why not, in one line.
+
+    The directory itself: a directory (not a link), the user's, writable by nobody else. Its parent: the user's
+    or root's, and not writable by everyone unless sticky (/tmp): nobody else can then put another directory in
+    its place. A parent its group can write (a user's private group, a umask of 002) is accepted."""
     uid = os.getuid() if uid is None else uid
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
         return 'cannot create %s (%s)' % (path, exc)
-    for where in (path, os.path.dirname(os.path.abspath(path))):
-        try:
-            info = os.lstat(where)
-        except OSError as exc:
-            return 'cannot read %s (%s)' % (where, exc)
-        if not stat.S_ISDIR(info.st_mode):
-            return '%s is not a directory (a link is not followed)' % where
-        if info.st_uid != uid:
-            return '%s is owned by uid %d, not by this user (uid %d)' % (where, info.st_uid, uid)
-        if info.st_mode & 0o022:
-            return '%s can be written by other users (mode %04o)' % (where, stat.S_IMODE(info.st_mode))
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        info, above = os.lstat(path), os.stat(parent)
+    except OSError as exc:
+        return 'cannot read %s (%s)' % (path, exc)
+    if not stat.S_ISDIR(info.st_mode):
+        return '%s is not a directory (a link is not followed)' % path
+    if info.st_uid != uid:
+        return '%s is owned by uid %d, not by this user (uid %d)' % (path, info.st_uid, uid)
+    if info.st_mode & 0o022:
+        return '%s can be written by other users (mode %04o)' % (path, stat.S_IMODE(info.st_mode))
+    if above.st_uid not in (uid, 0):
+        return '%s is owned by uid %d, neither this user (uid %d) nor root' % (parent, above.st_uid, uid)
+    if above.st_mode & 0o002 and not above.st_mode & stat.S_ISVTX:
+        return '%s can be written by everyone (mode %04o)' % (parent, stat.S_IMODE(above.st_mode))
     return None
 
 

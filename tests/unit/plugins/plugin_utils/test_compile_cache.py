@@ -84,11 +84,19 @@ def test_a_directory_others_can_write_is_refused(tmp_path):
     assert compile_cache.check_directory(str(root)) == '%s can be written by other users (mode 0775)' % root
 
 
-def test_a_directory_in_a_directory_others_can_write_is_refused(tmp_path):
+def test_a_directory_in_a_directory_everyone_can_write_is_refused(tmp_path):
     shared = tmp_path / 'shared'
     shared.mkdir()
-    shared.chmod(0o1777)
-    assert 'can be written by other users (mode 1777)' in compile_cache.check_directory(str(shared / 'cache'))
+    shared.chmod(0o777)
+    assert compile_cache.check_directory(str(shared / 'cache')) == '%s can be written by everyone (mode 0777)' % shared
+
+
+@pytest.mark.parametrize('mode', [0o1777, 0o775, 0o755])
+def test_a_sticky_or_group_writable_parent_is_accepted(tmp_path, mode):
+    parent = tmp_path / 'parent'
+    parent.mkdir()
+    parent.chmod(mode)
+    assert compile_cache.check_directory(str(parent / 'cache')) is None
 
 
 def test_a_link_is_refused(tmp_path):
