@@ -86,7 +86,10 @@ class CallbackModule(CallbackBase):
             return
         self._done = True
         if self.get_option('compile_cache'):
-            cache, why = compile_cache.install(self.get_option('compile_cache_dir'))
+            try:
+                cache, why = compile_cache.install(self.get_option('compile_cache_dir'))
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                cache, why = None, 'unexpected %s: %s' % (type(exc).__name__, exc)
             if cache is None:
                 display.warning('gpucluster.core.preload: compiled templates are not kept this run: %s' % why)
             else:

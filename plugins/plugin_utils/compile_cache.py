@@ -204,7 +204,11 @@ def prune(root, current, now=None, stale_seconds=STALE_SECONDS, max_entries=MAX_
 
 def _empty(directory, remove_directory=False):
     removed = 0
-    for name in os.listdir(directory):
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
         try:
             os.unlink(os.path.join(directory, name))
             removed += 1
