@@ -336,6 +336,11 @@ def install(root):
     why = check_directory(root) or check_directory(directory)
     if why:
         return None, why
+    # Marked as used: prune() in a run of other versions removes only directories unused for STALE_SECONDS.
+    try:
+        os.utime(directory)
+    except OSError:
+        pass
     prune(root, directory)
 
     def escape_backslashes():

@@ -290,6 +290,24 @@ def test_a_filter_jinja_now_calls_another_way_is_compiled_again(tmp_path):
     assert _child(root, job, filters, changed_filter=True)['hits'] == 1
 
 
+def test_install_marks_its_directory_used_and_prunes_stale_ones(tmp_path):
+    root = tmp_path / 'cache'
+    stale = root / 'another-version'
+    stale.mkdir(parents=True, mode=0o700)
+    (stale / 'entry').write_bytes(b'x')
+    os.utime(str(stale), (1, 1))
+    script = ('import os, sys; sys.path.insert(0, %r)\n'
+              'from ansible_collections.gpucluster.core.plugins.plugin_utils import compile_cache\n'
+              'cache, why = compile_cache.install(%r)\n'
+              'print(cache.directory, why, os.stat(cache.directory).st_mtime > 1)\n'
+              'os.utime(cache.directory, (1, 1))\n') % (COLLECTIONS, str(root))
+    runs = [subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120, check=False)
+            for dummy in range(2)]
+    # The second run finds its directory as the first left it, a year-old mtime, and marks it used again.
+    assert [run.stdout.split()[1:] for run in runs] == [['None', 'True'], ['None', 'True']], runs[-1].stderr
+    assert [str(p) for p in root.iterdir()] == [runs[0].stdout.split()[0]]
+
+
 def test_install_refuses_an_unsafe_directory_and_changes_nothing(tmp_path):
     root = tmp_path / 'cache'
     root.mkdir()
