@@ -271,7 +271,7 @@ _SECRET_NAME = re.compile(r'(password|passphrase|secret|token|credential|munge_k
                           r'|alertmanager_smtp|alertmanager_receivers)')
 _NOT_SECRET = re.compile(r'(_url|_checksum|_fingerprints?|_file|_dir|_path|_vault_id)\Z')  # a vault id is a label
 _EXPRESSION_KEYS = ('when', 'that', 'failed_when', 'changed_when', 'until')
-_MESSAGE_KEYS = ('fail_msg', 'msg', 'success_msg', 'label')
+_MESSAGE_KEYS = ('fail_msg', 'msg', 'success_msg', 'label', 'errors')
 _JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)
 
 
@@ -361,7 +361,7 @@ def test_the_type_check_runs_first_in_every_preflight(role):
     first = _load('roles', role, 'tasks', 'preflight.yml')[0]
     assert first['name'] == 'Check the type of every input (meta/argument_specs.yml), numbers finite'
     assert first['no_log'] is True
-    assert first['ansible.builtin.assert']['fail_msg'] == '{{ __%s_input_errors }}' % role
+    assert first['gpucluster.core.checks']['errors'] == '{{ __%s_input_errors }}' % role
     assert 'gpucluster.core.input_type_errors(__%s_input_spec)' % role in first['vars']['__%s_input_errors' % role]
 
 
@@ -394,10 +394,17 @@ print(json.dumps(out))
 """
 
 
+def _message(task):
+    """The message a check task fails with: gpucluster.core.checks' errors, or an assert's fail_msg."""
+    if 'gpucluster.core.checks' in task:
+        return task['gpucluster.core.checks']['errors']
+    return task['ansible.builtin.assert']['fail_msg']
+
+
 def _render_messages(jobs):
     """[(task, variables)] -> the fail_msg each task renders with those variables (its own vars first)."""
     payload = [{'variables': variables, 'task_vars': list((task.get('vars') or {}).items()),
-                'message': task['ansible.builtin.assert']['fail_msg']} for task, variables in jobs]
+                'message': _message(task)} for task, variables in jobs]
     proc = subprocess.run([sys.executable, '-c', _RENDER, os.path.join(REPO, 'collections')], input=json.dumps(payload),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False,
                           timeout=120, env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, 'ansible.cfg')))

@@ -21,13 +21,22 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), 'ansible-playbo
 # worker's sys.modules when the task's template first runs, and whether ansible-core's builtin lookup
 # plugin 'file' is there under the name Ansible's loader gives it.
 PROBE = '''
+import gc
+import inspect
 import sys
+
+from ansible.plugins.loader import filter_loader
 
 
 def loaded(_):
+    converged = sys.modules.get('ansible_collections.gpucluster.core.plugins.action.converged')
     return {
         'collection': sorted(n for n in sys.modules if n.startswith('ansible_collections.gpucluster.core.plugins.')),
         'lookup_file': 'ansible_collections.ansible.builtin.plugins.lookup.file' in sys.modules,
+        'remembered': sorted(getattr(filter_loader.get_with_context, 'gpucluster_remembered', {})),
+        'code_digests': len(getattr(converged, '_CODE_DIGESTS', {})),
+        'frozen': gc.get_freeze_count(),
+        'module_files': len(getattr(inspect, '_filesbymodname', {})),
     }
 
 
@@ -88,10 +97,17 @@ def test_a_worker_inherits_the_imports(tmp_path, enabled):
         counted = re.search(r'gpucluster\.core\.preload: (\d+) plugins and modules imported before the first fork', out)
         assert counted and int(counted.group(1)) > len(wanted), out[-3000:]
         assert 'left to the workers that need them' not in out
+        # Answered once in the main process: the collection's and Jinja's filter names, the fast path's digest of
+        # the code, the files of the imported modules; and the main process's objects kept out of collections.
+        assert 'gpucluster.core.input_type_errors' in seen['remembered'] and 'length' in seen['remembered']
+        assert seen['code_digests'] == 1
+        assert seen['module_files'] > len(wanted)
+        assert seen['frozen'] > 10000
     else:
         # The probe's own task imports none of the collection's Python: without the callback it is not there.
         assert [n for n in wanted if n in seen['collection']] == []
         assert seen['lookup_file'] is False
+        assert seen['remembered'] == [] and seen['code_digests'] == 0 and seen['frozen'] < 1000
 
 
 def test_compiled_templates_are_kept_and_used_by_the_next_run(tmp_path):

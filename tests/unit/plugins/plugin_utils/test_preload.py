@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ansible_collections.gpucluster.core.plugins.plugin_utils import preload
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -56,3 +58,74 @@ def test_the_collection_modules_are_its_controller_python_and_all_import():
     proc = subprocess.run([sys.executable, '-c', code] + names, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == 'imported %d' % len(names)
+
+
+class _Result(object):
+    def __init__(self, obj):
+        self.object = obj
+
+
+class _Loader(object):
+    """Stands in for Ansible's Jinja2Loader: counts how often each name is resolved."""
+
+    def __init__(self, known):
+        self.known = known
+        self.asked = []
+        self.cleared = 0
+
+    def get_with_context(self, name, *args, **kwargs):
+        self.asked.append((name, args, tuple(sorted(kwargs.items()))))
+        if name == 'broken.name.here':
+            raise ValueError('cannot load')
+        return _Result(self.known.get(name))
+
+    def _clear_caches(self):
+        self.cleared += 1
+
+
+def test_remember_resolved_answers_each_name_once_found_or_not():
+    loader = _Loader({'ns.coll.f': 'F', 'length': None})
+    assert preload.remember_resolved(loader, ['ns.coll.f', 'length', 'ns.coll.missing', 'broken.name.here']) == 1
+    asked = len(loader.asked)
+    assert loader.get_with_context('ns.coll.f').object == 'F'
+    assert loader.get_with_context('length').object is None
+    assert loader.get_with_context('ns.coll.missing').object is None
+    assert len(loader.asked) == asked
+    # A failure to load is never remembered; other arguments and ansible.legacy names always go to the loader.
+    with pytest.raises(ValueError):
+        loader.get_with_context('broken.name.here')
+    loader.get_with_context('ns.coll.f', class_only=True)
+    loader.get_with_context('ansible.legacy.f')
+    loader.get_with_context('ansible.legacy.f')
+    assert [a[0] for a in loader.asked[asked:]] == ['broken.name.here', 'ns.coll.f', 'ansible.legacy.f', 'ansible.legacy.f']
+    # A loader that forgets (a new plugin directory) makes it forget too.
+    loader._clear_caches()  # pylint: disable=protected-access
+    assert loader.cleared == 1
+    loader.get_with_context('ns.coll.f')
+    assert loader.asked[-1][0] == 'ns.coll.f'
+    # Wrapped once only.
+    assert preload.remember_resolved(loader, ['ns.coll.f']) == 0
+
+
+def test_collection_plugin_names_are_full_names_each_once():
+    maps = [{'b': 1, 'a': 2}, {'a': 3, 'x.y': 4, '': 5}]
+    assert preload.collection_plugin_names('ns', 'coll', maps) == ['ns.coll.a', 'ns.coll.b']
+
+
+def test_learn_module_files_fills_inspects_table():
+    import inspect
+    known = preload.learn_module_files(inspect, sys._getframe())  # pylint: disable=protected-access
+    assert known >= len([m for m in sys.modules.values() if getattr(m, '__file__', None)]) // 2
+
+
+def test_keep_out_of_collections_freezes_what_is_tracked():
+    class Gc(object):
+        frozen = 0
+
+        def freeze(self):
+            self.frozen = 123
+
+        def get_freeze_count(self):
+            return self.frozen
+
+    assert preload.keep_out_of_collections(Gc()) == 123
