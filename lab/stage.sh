@@ -10,7 +10,7 @@
 # When STAGE_LOG names a file, the stage lines (not the steps) are appended to it as well; .ci/run
 # prints that file as a summary at the end. A stage that fails also leaves an excerpt of its output in
 # STAGE_LOG.failed (a command's last lines; for molecule, the failed tasks with a few lines after each),
-# which .ci/run prints after the stage list, and a one-line reason in STAGE_LOG.why (the first failed
+# which .ci/run prints after the stage list, and a one-line reason in STAGE_LOG.why (the failed
 # task and its failure, cut to 400 characters), which .ci/run prints last of all: a CI log cut to
 # its last few lines still says what failed first.
 #   lab/stage.sh NAME COMMAND [ARGS...]
@@ -54,16 +54,34 @@ excerpt() {
   fi
 }
 
-# One line that says why a stage failed: for molecule, the first failed task's name and failure line
-# (a host that failed or was unreachable), else molecule's own error; for another command, its last
-# non-empty line (pytest's and make's summaries). Cut to 400 characters.
+# One line that says why a stage failed. For molecule: the failure that stopped a host, that is the last
+# failed or unreachable task of a host that the first PLAY RECAP with failures counts as failed or
+# unreachable (a failure a rescue handled or one ignored is not it), with the first "msg:" line of its result
+# when Ansible prints the result over the following lines; without such a recap (a cut log), the first failure
+# not ignored; without any, molecule's own error. For another command: its last non-empty line (pytest's and
+# make's summaries). Cut to 400 characters.
 reason() {
   local kind=$1 file=$2 line=
   if [[ $kind == molecule ]]; then
-    line=$(awk '/^TASK \[/ { task = $0 }
-                /^(fatal|failed): / { sub(/ \*+$/, "", task); print task " " $0; found = 1; exit }
-                /^CRITICAL |^ERROR / && !err { err = $0 }
-                END { if (!found && err) print err }' "$file")
+    line=$(awk '
+      function keep() { if (pending != "") { last[phost] = pending; order[phost] = ++seq; if (first == "") first = pending }
+                        pending = ""; msgwait = 0 }
+      /^TASK \[/ { keep(); task = $0; sub(/ \*+$/, "", task); next }
+      /^(fatal|failed): \[/ { keep(); phost = $2; gsub(/^\[|\]:?$/, "", phost); pending = task " " $0
+                             msgwait = ($0 ~ /=> *$/) ? 12 : 0; next }
+      /^\.\.\.ignoring/ { pending = ""; msgwait = 0; next }
+      msgwait > 0 { msgwait--; if ($0 ~ /^ +msg: /) { m = $0; sub(/^ +/, "", m); pending = pending " " m; msgwait = 0 }; next }
+      /^PLAY RECAP/ { keep(); recap = 1; best = ""; bestseq = 0; next }
+      recap && /^[^ ].* : ok=/ {
+        host = $1; bad = 0
+        for (i = 2; i <= NF; i++) if ($i ~ /^(failed|unreachable)=[1-9]/) bad = 1
+        if (bad && (host in last) && (best == "" || order[host] < bestseq)) { best = last[host]; bestseq = order[host] }
+        next }
+      recap { recap = 0; if (best != "") { print best; found = 1; exit }; delete last }
+      /^CRITICAL |^ERROR / && !err { err = $0 }
+      END { if (found) exit; keep(); if (recap && best != "") print best
+            else if (first != "") print first
+            else if (err) print err }' "$file")
   else
     line=$(grep -v '^[[:space:]]*$' "$file" | tail -n 1)
   fi

@@ -2,8 +2,8 @@
 """Bench only (bench/run.sh): counts, per host, the task results and the module runs on the node.
 
 A module run on the node is a result of a task that was not skipped, not delegated to the controller and
-whose action runs no module of its own on the controller alone (set_fact, assert, debug, include, meta,
-group_by...). At the end of the run it writes {host: {"results": N, "module_runs": N}} as JSON to the file
+whose action runs no module of its own on the controller alone (set_fact, assert, gpucluster.core.checks,
+debug, include, meta, group_by...). At the end of the run it writes {host: {"results": N, "module_runs": N}} as JSON to the file
 named by GPUCLUSTER_BENCH_COUNTS.
 
 It also measures where the controller's CPU goes: every worker process (one per task and host) appends the
@@ -33,6 +33,8 @@ from ansible.plugins.callback import CallbackBase
 CONTROLLER_ACTIONS = frozenset((
     'set_fact', 'assert', 'debug', 'fail', 'meta', 'include_tasks', 'import_tasks', 'include_role', 'import_role',
     'include_vars', 'group_by', 'add_host', 'set_stats', 'pause', 'validate_argument_spec', 'include', 'noop'))
+# The collection's own actions that run on the controller alone (full names).
+COLLECTION_CONTROLLER_ACTIONS = frozenset(('gpucluster.core.checks',))
 
 
 def _cpu_seconds():
@@ -109,6 +111,7 @@ class CallbackModule(CallbackBase):
     @staticmethod
     def _on_node(result):
         return (result._task.action.split('.')[-1] not in CONTROLLER_ACTIONS
+                and result._task.action not in COLLECTION_CONTROLLER_ACTIONS
                 and result._task.delegate_to not in ('localhost', '127.0.0.1'))
 
     def _count(self, result, ran):

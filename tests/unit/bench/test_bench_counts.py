@@ -64,3 +64,23 @@ def test_a_run_starts_a_new_tasks_file_and_writes_the_split_into_the_counts(tmp_
 
 def test_a_missing_tasks_file_gives_no_split(tmp_path):
     assert _plugin()._cpu_summary(str(tmp_path / 'none.tasks')) == {}
+
+
+def test_controller_actions_are_not_module_runs():
+    plugin = _plugin()
+
+    class Task(object):
+        delegate_to = None
+
+        def __init__(self, action):
+            self.action = action
+
+    class Result(object):
+        def __init__(self, action):
+            self._task = Task(action)
+
+    on_node = plugin.CallbackModule._on_node
+    assert not on_node(Result('ansible.builtin.assert'))
+    assert not on_node(Result('gpucluster.core.checks'))
+    assert on_node(Result('gpucluster.core.converged'))
+    assert on_node(Result('ansible.builtin.command'))

@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """lab/stage.sh, the wrapper of every `make test` stage: a failed stage leaves, besides its excerpt, one
 line that says why (STAGE_LOG.why), which .ci/run prints last, so a CI log cut to its tail names the
-first failure. Run here with stand-ins for molecule and a command; their output is the shape Ansible
+failure that stopped a host (not one a rescue handled). Run here with stand-ins for molecule and a command; their output is the shape Ansible
 2.21 and molecule print."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -85,3 +85,54 @@ def test_reasons_of_two_failed_stages_are_both_kept(tmp_path, rc):
     _stage(tmp_path, 'first', _tool(tmp_path, 'first', 'one\n', rc))
     _proc, _stages, why = _stage(tmp_path, 'second', _tool(tmp_path, 'second', 'two\n', rc))
     assert why == '== why stage first failed: one\n== why stage second failed: two\n'
+
+
+# Ansible 2.21's output for a play whose first failure was rescued and whose second was ignored: what stopped
+# node1 is the last failure before the recap that counts it, with the msg line of its result (printed below it).
+RESCUED_THEN_FAILED = """\
+TASK [Try the bad input (rescued)] *********************************************
+[ERROR]: Task failed: Action failed: bad input named
+fatal: [node1]: FAILED! =>
+    changed: false
+    msg: the expected refusal of a bad input
+
+TASK [Check something optional] ************************************************
+fatal: [node2]: FAILED! =>
+    changed: false
+    msg: optional, ignored
+...ignoring
+
+TASK [Read the training log] ***************************************************
+ok: [node2]
+fatal: [node1]: FAILED! =>
+    changed: false
+    failed: true
+    msg: the file /tmp/train-A.jsonl does not exist
+
+PLAY RECAP *********************************************************************
+node1                      : ok=3    changed=0    unreachable=0    failed=1    skipped=0    rescued=1    ignored=0
+node2                      : ok=3    changed=0    unreachable=0    failed=0    skipped=0    rescued=0    ignored=1
+
+CRITICAL Ansible return code was 2, command was: ansible-playbook verify.yml
+"""
+
+
+def test_the_failure_that_stopped_a_host_is_the_reason_not_a_rescued_or_ignored_one(tmp_path):
+    _proc, _stages, why = _stage(tmp_path, 'molecule storage', _tool(tmp_path, 'molecule', RESCUED_THEN_FAILED, 1))
+    assert why == ('== why stage molecule storage failed: TASK [Read the training log] fatal: [node1]: FAILED! => '
+                   'msg: the file /tmp/train-A.jsonl does not exist\n')
+
+
+def test_a_recap_without_failures_is_passed_over(tmp_path):
+    earlier = ('TASK [Converge] ****\nfatal: [node1]: FAILED! => {"msg": "rescued"}\n\nPLAY RECAP ****\n'
+               'node1                      : ok=3    changed=0    unreachable=0    failed=0    skipped=0    rescued=1\n\n')
+    _proc, _stages, why = _stage(tmp_path, 'molecule storage',
+                                 _tool(tmp_path, 'molecule', earlier + RESCUED_THEN_FAILED, 1))
+    assert 'TASK [Read the training log]' in why and 'rescued' not in why
+
+
+def test_without_a_recap_the_first_failure_not_ignored_is_the_reason(tmp_path):
+    cut = RESCUED_THEN_FAILED.split('TASK [Read the training log]')[0].replace('fatal: [node1]', 'fatal: [node3]')
+    _proc, _stages, why = _stage(tmp_path, 'molecule storage', _tool(tmp_path, 'molecule', cut, 1))
+    assert why == ('== why stage molecule storage failed: TASK [Try the bad input (rescued)] fatal: [node3]: FAILED! => '
+                   'msg: the expected refusal of a bad input\n')
