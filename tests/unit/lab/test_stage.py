@@ -132,7 +132,7 @@ def test_a_recap_without_failures_is_passed_over(tmp_path):
 
 
 def test_without_a_recap_the_first_failure_not_ignored_is_the_reason(tmp_path):
-    cut = RESCUED_THEN_FAILED.split('TASK [Read the training log]')[0].replace('fatal: [node1]', 'fatal: [node3]')
+    cut = RESCUED_THEN_FAILED.split('TASK [Read the training log]', maxsplit=1)[0].replace('fatal: [node1]', 'fatal: [node3]')
     _proc, _stages, why = _stage(tmp_path, 'molecule storage', _tool(tmp_path, 'molecule', cut, 1))
     assert why == ('== why stage molecule storage failed: TASK [Try the bad input (rescued)] fatal: [node3]: FAILED! => '
                    'msg: the expected refusal of a bad input\n')
