@@ -10,9 +10,9 @@
 # When STAGE_LOG names a file, the stage lines (not the steps) are appended to it as well; .ci/run
 # prints that file as a summary at the end. A stage that fails also leaves an excerpt of its output in
 # STAGE_LOG.failed (a command's last lines; for molecule, the failed tasks with a few lines after each),
-# which .ci/run prints after the stage list, and a one-line reason in STAGE_LOG.why (the failed
-# task and its failure, cut to 400 characters), which .ci/run prints last of all: a CI log cut to
-# its last few lines still says what failed first.
+# which .ci/run prints after the stage list, and a one-line reason in STAGE_LOG.why (the task that
+# stopped a host and its failure, cut to 400 characters), which .ci/run prints last of all: a CI log
+# cut to its last few lines still says what failed.
 #   lab/stage.sh NAME COMMAND [ARGS...]
 # The command's exit status is passed on unchanged.
 set -uo pipefail
