@@ -11,7 +11,7 @@
 # prints that file as a summary at the end. A stage that fails also leaves an excerpt of its output in
 # STAGE_LOG.failed (a command's last lines; for molecule, the failed tasks with a few lines after each),
 # which .ci/run prints after the stage list, and a one-line reason in STAGE_LOG.why (the task that
-# stopped a host and its failure, cut to 400 characters), which .ci/run prints last of all: a CI log
+# stopped a host and its failure, cut to 1000 characters), which .ci/run prints last of all: a CI log
 # cut to its last few lines still says what failed.
 #   lab/stage.sh NAME COMMAND [ARGS...]
 # The command's exit status is passed on unchanged.
@@ -56,21 +56,37 @@ excerpt() {
 
 # One line that says why a stage failed. For molecule: the failure that stopped a host, that is the last
 # failed or unreachable task of a host that the first PLAY RECAP with failures counts as failed or
-# unreachable (a failure a rescue handled or one ignored is not it), with the first "msg:" line of its result
-# when Ansible prints the result over the following lines; without such a recap (a cut log), the first failure
-# not ignored; without any, molecule's own error. For another command: its last non-empty line (pytest's and
-# make's summaries). Cut to 400 characters.
+# unreachable (a failure a rescue handled or one ignored is not it), with the "assertion:" and "msg:" of its
+# result when Ansible prints the result over the following lines (a block msg, "msg: |-", joined into the line);
+# without such a recap (a cut log), the first failure not ignored; without any, molecule's own error. For
+# another command: its last non-empty line (pytest's and make's summaries). Cut to 1000 characters.
 reason() {
   local kind=$1 file=$2 line=
   if [[ $kind == molecule ]]; then
     line=$(awk '
+      function indent(text) { match(text, /^ */); return RLENGTH }
       function keep() { if (pending != "") { last[phost] = pending; order[phost] = ++seq; if (first == "") first = pending }
-                        pending = ""; msgwait = 0 }
+                        pending = ""; msgwait = 0; inblock = 0 }
       /^TASK \[/ { keep(); task = $0; sub(/ \*+$/, "", task); next }
       /^(fatal|failed): \[/ { keep(); phost = $2; gsub(/^\[|\]:?$/, "", phost); pending = task " " $0
                              msgwait = ($0 ~ /=> *$/) ? 12 : 0; next }
-      /^\.\.\.ignoring/ { pending = ""; msgwait = 0; next }
-      msgwait > 0 { msgwait--; if ($0 ~ /^ +msg: /) { m = $0; sub(/^ +/, "", m); pending = pending " " m; msgwait = 0 }; next }
+      /^\.\.\.ignoring/ { pending = ""; msgwait = 0; inblock = 0; next }
+      # A value printed over several lines (a block, msg: |-, or a long line folded) continues on lines indented
+      # deeper than its key: joined into the line. A line indented no deeper ends it.
+      inblock && ($0 ~ /^ *$/ || indent($0) > blockind) {
+        b = $0; gsub(/^ +| +$/, "", b); if (b != "" && length(pending) < 1200) pending = pending " " b; next }
+      inblock { inblock = 0 }
+      # The result printed below a failure: its assertion (the condition that failed) and its msg. A line that
+      # is not indented (the next task, the recap) ends it.
+      msgwait > 0 && /^ / {
+        msgwait--
+        if ($0 ~ /^ +(assertion|msg): /) {
+          k = $0; sub(/^ +/, "", k); blockind = indent($0); inblock = 1
+          if (k ~ /^[a-z]+: [|>][-+]?$/) sub(/ [|>][-+]?$/, "", k)
+          pending = pending " " k
+          if (k ~ /^msg:/) msgwait = 0 }
+        next }
+      { msgwait = 0 }
       /^PLAY RECAP/ { keep(); recap = 1; best = ""; bestseq = 0; next }
       recap && /^[^ ].* : ok=/ {
         host = $1; bad = 0
@@ -86,7 +102,7 @@ reason() {
     line=$(grep -v '^[[:space:]]*$' "$file" | tail -n 1)
   fi
   line=${line:-(no output)}
-  printf '%s\n' "${line:0:400}"
+  printf '%s\n' "${line:0:1000}"
 }
 
 start=$EPOCHSECONDS

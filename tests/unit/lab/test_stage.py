@@ -67,10 +67,10 @@ def test_molecule_error_without_a_failed_task_is_the_reason(tmp_path):
     assert why == '== why stage molecule default failed: CRITICAL Scenario default: the driver is missing\n'
 
 
-def test_failed_command_gives_its_last_line_cut_to_400_characters(tmp_path):
-    output = '1 passed\n' + 'E' * 1000 + '\n\n\n'
+def test_failed_command_gives_its_last_line_cut_to_1000_characters(tmp_path):
+    output = '1 passed\n' + 'E' * 2000 + '\n\n\n'
     _proc, _stages, why = _stage(tmp_path, 'units', _tool(tmp_path, 'units', output, 1))
-    assert why == '== why stage units failed: %s\n' % ('E' * 400)
+    assert why == '== why stage units failed: %s\n' % ('E' * 1000)
 
 
 def test_passed_stage_leaves_no_reason(tmp_path):
@@ -136,3 +136,83 @@ def test_without_a_recap_the_first_failure_not_ignored_is_the_reason(tmp_path):
     _proc, _stages, why = _stage(tmp_path, 'molecule storage', _tool(tmp_path, 'molecule', cut, 1))
     assert why == ('== why stage molecule storage failed: TASK [Try the bad input (rescued)] fatal: [node3]: FAILED! => '
                    'msg: the expected refusal of a bad input\n')
+
+
+# Ansible 2.21's output for a failed assert whose fail_msg spans lines (to_nice_json): the why-line names the
+# condition that failed and joins the block; a result without msg does not swallow the next task's name.
+ASSERT_BLOCK = """\
+TASK [Check every rail pair is below the floor] ********************************
+fatal: [localhost]: FAILED! =>
+    assertion: __rail.pairs | selectattr('status', 'equalto', 'below_floor') | list | length == 3
+    changed: false
+    evaluated_to: false
+    msg: |-
+        {
+            "fleet_verdict": "all_below_floor",
+            "pairs": [
+
+                {"status": "failed"}
+            ]
+        }
+
+PLAY RECAP *********************************************************************
+localhost                  : ok=3    changed=0    unreachable=0    failed=1    skipped=0    rescued=0    ignored=0
+"""
+
+NO_MSG_THEN_TASK = """\
+TASK [Probe] *******************************************************************
+fatal: [node1]: FAILED! =>
+    changed: false
+    rc: 3
+TASK [Read the state] **********************************************************
+fatal: [node2]: FAILED! =>
+    msg: the state file is missing
+
+PLAY RECAP *********************************************************************
+node1                      : ok=3    changed=0    unreachable=0    failed=0    skipped=0    rescued=1    ignored=0
+node2                      : ok=3    changed=0    unreachable=0    failed=1    skipped=0    rescued=0    ignored=0
+"""
+
+
+def test_a_failed_assert_names_its_condition_and_its_block_message(tmp_path):
+    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', ASSERT_BLOCK, 2))
+    assert why == ("== why stage molecule default failed: TASK [Check every rail pair is below the floor] "
+                   "fatal: [localhost]: FAILED! => assertion: __rail.pairs | selectattr('status', 'equalto', "
+                   "'below_floor') | list | length == 3 msg: { \"fleet_verdict\": \"all_below_floor\", \"pairs\": [ "
+                   "{\"status\": \"failed\"} ] }\n")
+
+
+def test_a_result_without_msg_does_not_hide_the_next_task(tmp_path):
+    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', NO_MSG_THEN_TASK, 2))
+    assert why == ('== why stage molecule default failed: TASK [Read the state] fatal: [node2]: FAILED! => '
+                   'msg: the state file is missing\n')
+
+
+def test_a_long_block_message_is_cut_to_1000_characters(tmp_path):
+    long_block = ASSERT_BLOCK.replace('{"status": "failed"}', '\n'.join(['                "x%03d",' % i for i in range(300)]))
+    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', long_block, 2))
+    assert len(why) == len('== why stage molecule default failed: ') + 1000 + 1
+
+
+# A long assertion and a long msg, folded by Ansible's YAML output onto lines indented deeper than their keys.
+FOLDED = """\
+TASK [Check every rail pair is below the floor] ********************************
+fatal: [localhost]: FAILED! =>
+    assertion: __rail.pairs | selectattr('status', 'equalto', 'below_floor') | list |
+        length == 3
+    changed: false
+    evaluated_to: false
+    msg: 'rc=2 verdict=blamed (none); pairs: node1 node2 ok 1.2;
+        node1 node3 below_floor 0.4'
+
+PLAY RECAP *********************************************************************
+localhost                  : ok=3    changed=0    unreachable=0    failed=1    skipped=0    rescued=0    ignored=0
+"""
+
+
+def test_folded_assertion_and_msg_are_joined(tmp_path):
+    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', FOLDED, 2))
+    assert why == ("== why stage molecule default failed: TASK [Check every rail pair is below the floor] "
+                   "fatal: [localhost]: FAILED! => assertion: __rail.pairs | selectattr('status', 'equalto', "
+                   "'below_floor') | list | length == 3 msg: 'rc=2 verdict=blamed (none); pairs: node1 node2 ok 1.2; "
+                   "node1 node3 below_floor 0.4'\n")

@@ -308,9 +308,19 @@ def _tasks(items):
             yield from _tasks(task.get(key))
 
 
+def _role_file_tasks(role, name):
+    """The tasks of the role's tasks file NAME and of the files it includes as parts of the preflight (tagged
+    <role>_preflight: a part that only some hosts run, which the others skip as one task)."""
+    for task in _tasks(_load('roles', role, 'tasks', name)):
+        yield task
+        target = task.get('ansible.builtin.include_tasks')
+        if isinstance(target, dict) and '%s_preflight' % role in (target.get('apply') or {}).get('tags', []):
+            yield from _role_file_tasks(role, target['file'])
+
+
 def _preflight_tasks():
     for role in ROLES:
-        for task in _tasks(_load('roles', role, 'tasks', 'preflight.yml')):
+        for task in _role_file_tasks(role, 'preflight.yml'):
             yield role, task
 
 

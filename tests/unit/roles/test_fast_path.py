@@ -114,9 +114,17 @@ def test_the_role_takes_the_fast_path(role):
     declaration = _declaration(role)
     assert isinstance(declaration, dict) and declaration, 'roles/%s/vars/main.yml has no __%s_fast_path' % (role, role)
     main = list(_tasks(os.path.join(REPO, 'roles', role, 'tasks', 'main.yml')))
+    with open(os.path.join(REPO, 'roles', role, 'tasks', 'converge.yml')) as handle:
+        converge = yaml.safe_load(handle)
     checks = [t for t in main if 'gpucluster.core.converged' in t and t['gpucluster.core.converged'].get('state', 'check') == 'check']
-    records = [t for t in main if 'gpucluster.core.converged' in t and t['gpucluster.core.converged'].get('state') == 'record']
-    assert len(checks) == 1 and len(records) == 1, '%s: one check and one record task in tasks/main.yml' % role
+    records = [t for t in converge if 'gpucluster.core.converged' in t and t['gpucluster.core.converged'].get('state') == 'record']
+    assert len(checks) == 1, '%s: one check task in tasks/main.yml' % role
+    assert not [t for t in main if 'gpucluster.core.converged' in t and t['gpucluster.core.converged'].get('state') == 'record'], \
+        '%s: the record task is the last of tasks/converge.yml (a converged node skips it with the full path)' % role
+    # The full path's last two tasks: the handlers, then the record of the state they leave.
+    assert len(records) == 1 and converge[-1] is records[0], '%s: tasks/converge.yml must end with the record task' % role
+    assert converge[-2].get('ansible.builtin.meta') == 'flush_handlers', \
+        '%s: tasks/converge.yml must run the handlers just before the state is recorded' % role
     for task in checks + records:
         assert task['gpucluster.core.converged']['role'] == role
         assert task['gpucluster.core.converged']['manages'] == '{{ __%s_fast_path }}' % role
@@ -125,13 +133,9 @@ def test_the_role_takes_the_fast_path(role):
     for key in ('inputs', 'facts', 'instance'):
         assert records[0]['gpucluster.core.converged'].get(key) == checks[0]['gpucluster.core.converged'].get(key), key
     assert 'fingerprint' not in records[0]['gpucluster.core.converged']
-    assert 'recordable' in str(records[0]['when'])
+    assert records[0]['when'] == '__%s_converged.recordable' % role
     includes = [t for t in main if 'converge.yml' in str(t.get('ansible.builtin.include_tasks'))]
     assert len(includes) == 1 and 'converged' in str(includes[0]['when']), '%s: the full path is included once' % role
-    with open(os.path.join(REPO, 'roles', role, 'tasks', 'converge.yml')) as handle:
-        converge = yaml.safe_load(handle)
-    assert converge[-1].get('ansible.builtin.meta') == 'flush_handlers', \
-        '%s: tasks/converge.yml must end by running the handlers, before the state is recorded' % role
 
 
 def _destinations(role):

@@ -118,14 +118,17 @@ def test_learn_module_files_fills_inspects_table():
     assert known >= len([m for m in sys.modules.values() if getattr(m, '__file__', None)]) // 2
 
 
-def test_keep_out_of_collections_freezes_what_is_tracked():
+def test_keep_out_of_collections_freezes_what_is_tracked_and_does_not_count_it():
     class Gc(object):
-        frozen = 0
+        calls = []
 
         def freeze(self):
-            self.frozen = 123
+            self.calls.append('freeze')
 
         def get_freeze_count(self):
-            return self.frozen
+            self.calls.append('count')
+            return 123
 
-    assert preload.keep_out_of_collections(Gc()) == 123
+    gc_stand_in = Gc()
+    assert preload.keep_out_of_collections(gc_stand_in) is None
+    assert gc_stand_in.calls == ['freeze']
