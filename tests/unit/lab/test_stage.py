@@ -174,20 +174,6 @@ node2                      : ok=3    changed=0    unreachable=0    failed=1    s
 """
 
 
-def test_a_failed_assert_names_its_condition_and_its_block_message(tmp_path):
-    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', ASSERT_BLOCK, 2))
-    assert why == ("== why stage molecule default failed: TASK [Check every rail pair is below the floor] "
-                   "fatal: [localhost]: FAILED! => assertion: __rail.pairs | selectattr('status', 'equalto', "
-                   "'below_floor') | list | length == 3 msg: { \"fleet_verdict\": \"all_below_floor\", \"pairs\": [ "
-                   "{\"status\": \"failed\"} ] }\n")
-
-
-def test_a_result_without_msg_does_not_hide_the_next_task(tmp_path):
-    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', NO_MSG_THEN_TASK, 2))
-    assert why == ('== why stage molecule default failed: TASK [Read the state] fatal: [node2]: FAILED! => '
-                   'msg: the state file is missing\n')
-
-
 def test_a_long_block_message_is_cut_to_1000_characters(tmp_path):
     long_block = ASSERT_BLOCK.replace('{"status": "failed"}', '\n'.join(['                "x%03d",' % i for i in range(300)]))
     _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', long_block, 2))
@@ -210,9 +196,20 @@ localhost                  : ok=3    changed=0    unreachable=0    failed=1    s
 """
 
 
-def test_folded_assertion_and_msg_are_joined(tmp_path):
-    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', FOLDED, 2))
-    assert why == ("== why stage molecule default failed: TASK [Check every rail pair is below the floor] "
-                   "fatal: [localhost]: FAILED! => assertion: __rail.pairs | selectattr('status', 'equalto', "
-                   "'below_floor') | list | length == 3 msg: 'rc=2 verdict=blamed (none); pairs: node1 node2 ok 1.2; "
-                   "node1 node3 below_floor 0.4'\n")
+_RAIL_TASK = 'TASK [Check every rail pair is below the floor] fatal: [localhost]: FAILED! => '
+_RAIL_ASSERTION = "assertion: __rail.pairs | selectattr('status', 'equalto', 'below_floor') | list | length == 3 "
+
+
+@pytest.mark.parametrize('output, reason', [
+    # A failed assert names its condition; its block message is joined into the line.
+    (ASSERT_BLOCK, _RAIL_TASK + _RAIL_ASSERTION
+     + 'msg: { "fleet_verdict": "all_below_floor", "pairs": [ {"status": "failed"} ] }'),
+    # A result without msg does not swallow the next task's name.
+    (NO_MSG_THEN_TASK, 'TASK [Read the state] fatal: [node2]: FAILED! => msg: the state file is missing'),
+    # A folded assertion and a folded msg are joined.
+    (FOLDED, _RAIL_TASK + _RAIL_ASSERTION
+     + "msg: 'rc=2 verdict=blamed (none); pairs: node1 node2 ok 1.2; node1 node3 below_floor 0.4'"),
+])
+def test_the_reason_joins_the_results_lines(tmp_path, output, reason):
+    _proc, _stages, why = _stage(tmp_path, 'molecule default', _tool(tmp_path, 'molecule', output, 2))
+    assert why == '== why stage molecule default failed: %s\n' % reason
