@@ -39,6 +39,7 @@ ARGUMENT_SPEC = dict(
     cache=dict(type='path', required=True),
     secret=dict(type='list', elements='str', default=[]),
     public=dict(type='list', elements='str', default=[]),
+    directories=dict(type='list', elements='str', default=[]),
     generate=dict(type='list', elements='str', default=[]),
     shared=dict(type='list', elements='dict', default=[]),
     held=dict(type='dict', default={}),
@@ -82,7 +83,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         dummy, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        problems = check_names(params['secret'] + params['public'] + params['generate'])
+        problems = check_names(params['secret'] + params['public'] + params['generate'] + params['directories'])
         overlap = sorted(set(params['secret']) & set(params['public']))
         if overlap:
             problems.append('secret_store: %s listed as both secret and public' % ', '.join(overlap))
@@ -228,9 +229,29 @@ class ActionModule(ActionBase):
                 problems.append('%s %s not in the store %s yet, and this run could not write %s encrypted: %s.'
                                 % (named, 'is' if len(absent) == 1 else 'are', store,
                                    'it' if len(absent) == 1 else 'them', encryptor))
+        # The directories are made only when the run goes on (a problem stops it before anything is made).
+        made = [] if problems else self._directories(cache, params['directories'])
         # Bringing the working copy in line with the committed store changes nothing on the cluster or in
         # the store: not a change (a fresh checkout's first run reports changed=0 when nothing else changes).
-        return {'changed': False, 'files': files, 'refreshed': refreshed, 'problems': problems}
+        return {'changed': False, 'files': files, 'refreshed': refreshed, 'directories': made, 'problems': problems}
+
+    @staticmethod
+    def _directories(cache, names):
+        """Each named directory of the working copy present with mode 0700 (made, or its mode set back): the
+        names of those made or corrected. A file in a directory's place is an error naming it."""
+        made = []
+        for name in names:
+            path = os.path.join(cache, name)
+            if os.path.lexists(path) and not os.path.isdir(path):
+                raise AnsibleError('%s should be a directory of the working copy and is not: move it away' % path)
+            if not os.path.isdir(path):
+                os.makedirs(path, mode=0o700)
+                os.chmod(path, 0o700)
+                made.append(name)
+            elif (os.stat(path).st_mode & 0o777) != 0o700:
+                os.chmod(path, 0o700)
+                made.append(name)
+        return made
 
     def _plan(self, params):
         """Per shared secret: where it comes from this run (module_utils.shared_secrets.plan_secret)."""

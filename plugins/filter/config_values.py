@@ -460,7 +460,32 @@ class _InputChecker(object):
                         return
             if found:
                 return
+        choices = option.get('choices')
+        if isinstance(choices, (list, tuple)) and value is not None:
+            self.choice(name, value, kind, option.get('elements'), list(choices), secret)
         self.deep(name, value, secret)
+
+    def choice(self, name, value, kind, elements, choices, secret):
+        """The value (each item of a list) one of ``choices``, compared as Ansible's argument check compares
+        them after converting to the option's type (a str option's 12 is "12"); a boolean matches only a
+        boolean choice, never 1 or 0."""
+        shown = ', '.join(_show(c) if not isinstance(c, str) else c for c in choices)
+        if kind == 'list' and isinstance(value, list):
+            for index, item in enumerate(value):
+                if not _among(item, elements, choices):
+                    self.add('%s[%d]' % (name, index), item, 'it is not one of the choices',
+                             'any of %s (a list of them)' % shown, secret)
+            return
+        if not _among(value, kind, choices):
+            self.add(name, value, 'it is not one of the choices', 'one of %s' % shown, secret)
+
+
+def _among(value, kind, choices):
+    if kind in ('str', 'path') and not isinstance(value, bool):
+        value = str(value)
+    if isinstance(value, bool):
+        return any(isinstance(c, bool) and c is value for c in choices)
+    return any(not isinstance(c, bool) and c == value for c in choices)
 
 
 def _plural(kind):
@@ -481,6 +506,8 @@ def input_type_errors(values, options):
       checked item by item;
     - dict: a mapping; bool: a boolean; int: a whole number (or a string of digits, as ``-e name=8``
       gives); float: a finite number; str and path: not a mapping or a list;
+    - ``choices``: the value one of them (a list: each item), compared after the type's conversion as
+      Ansible compares them (a str option's 12 is "12"), a boolean only with a boolean choice;
     - every number at any depth is finite (NaN, Infinity, 1e999 are refused), nesting at most 16 deep;
     - an option with ``no_log: true`` (a secret) must be a string where its type is str, and its
       message names it and the accepted type only, never any part of the value (keys included).

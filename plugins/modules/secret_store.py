@@ -65,6 +65,13 @@ options:
     type: list
     elements: str
     default: []
+  directories:
+    description: With O(mode=pull), relative names of directories of the working copy to keep present with mode
+      0700 (made, or their mode set back), such as the directory the certificates are made in; nothing is made
+      when the pull reports a problem. A file in the place of one is an error.
+    type: list
+    elements: str
+    default: []
   generate:
     description: With O(mode=push), secret files (in O(secret)) to generate as a random password of 32 letters and
       digits when the working copy has none.
@@ -126,6 +133,11 @@ files:
   sample: {monitoring-pki/ca.key: {store: true, cache: true}, monitoring_scrape_password: {store: false, cache: false}}
 refreshed:
   description: With O(mode=pull), the names whose working copy was (re)written from the store.
+  returned: mode pull
+  type: list
+  elements: str
+directories:
+  description: With O(mode=pull), the names of O(directories) that were made or had their mode set back to 0700.
   returned: mode pull
   type: list
   elements: str

@@ -254,6 +254,16 @@ def site_plays():
         return yaml.safe_load(handle)
 
 
+def site_roles(play):
+    """(role, vars) of each role a play of site.yml applies, in order: its import_role tasks (or a roles: list)."""
+    entries = [(entry['role'], entry.get('vars')) for entry in play.get('roles') or []]
+    for task in play.get('tasks') or []:
+        imported = task.get('ansible.builtin.import_role')
+        if imported:
+            entries.append((imported['name'], task.get('vars')))
+    return [(name.split('.')[-1], variables) for name, variables in entries]
+
+
 def role_block(role, variables, public=False, render=None, render_vars=None):
     """The tasks that run ``role``'s preflight (nvidia_driver's set_vars.yml first, as its tasks/main.yml does) and
     note 'passed' or where it stopped. ``render``: a list of template paths rendered after a passing preflight (each
@@ -297,14 +307,14 @@ def playbook(out_dir, record, record_hosts='gpucluster', public=False, render=No
     assert plays[0]['name'] == 'Check the cluster definition before anything changes'
     ours = [dict(plays[0], environment=environment)]
     for play in plays[2:]:
-        if not play.get('roles'):
+        entries = site_roles(play)
+        if not entries:
             continue
         # Facts stay with the host from play to play: the stand-in runs where the host has none yet.
         tasks = [{'name': 'Stand in for fact gathering', 'facts_standin': {'facts': '{{ test_facts }}'},
                   'when': "'distribution' not in ansible_facts"}]
-        for entry in play['roles']:
-            role = entry['role'].split('.')[-1]
-            tasks.append(role_block(role, entry.get('vars'), public=public, render=(render or {}).get(role),
+        for role, variables in entries:
+            tasks.append(role_block(role, variables, public=public, render=(render or {}).get(role),
                                     render_vars=(render_vars or {}).get(role)))
         ours.append({'name': play['name'], 'hosts': play['hosts'], 'gather_facts': False, 'environment': environment,
                      'tasks': tasks})

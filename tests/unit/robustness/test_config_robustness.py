@@ -341,12 +341,20 @@ E2E_CASES = [
         'role_under_test': 'slurm', 'slurm_health_check': False,
         'slurm_cgroup_extra': {'AllowedRAMSpace': '100\nConstrainDevices=no'},
         'slurm_accounting_db_password': 'hunter#2secret'},
-     'Check the values written into slurm.conf',
+     'the values written into slurm.conf',
      ['slurm_cgroup_extra.AllowedRAMSpace = "100\\nConstrainDevices=no" is not accepted in cgroup.conf: '
       'it contains a line break (\\n); accepted: one word',
       "slurm_accounting_db_password is not accepted in slurmdbd.conf (value not shown): it contains '#', "
       "which starts a comment in slurmdbd.conf; accepted: one word"],
      'hunter'),
+    # The munge key is checked with the values (one task): named, never shown.
+    ('slurm-munge-key-short', {'role_under_test': 'slurm', 'slurm_health_check': False,
+                               'slurm_munge_key': 'Sh0rtKeyX', 'slurm_cgroup_extra': {'A': 'x y'}},
+     'Check the munge key and the values written into slurm.conf',
+     ["slurm_munge_key is not accepted (value not shown): a string, empty (the controller's key is used) or at least "
+      "32 characters.",
+      'slurm_cgroup_extra.A = "x y" is not accepted in cgroup.conf'],
+     'Sh0rtKeyX'),
     ('cuda-toolkit-float-version', {'role_under_test': 'cuda_toolkit', 'cuda_toolkit_versions': [12.1, '12.4'],
                                     'cuda_toolkit_driver_version': '550.54.15'},
      'Check the toolkit inputs, quoted versions and the repository settings (every failing check is listed)',
@@ -395,8 +403,8 @@ def test_role_preflight_accepts_good_values(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason='ansible-playbook not beside this python')
 def test_slurm_preflight_accepts_good_config_values(tmp_path):
-    task = ('TASK [gpucluster.core.slurm : Check the values written into slurm.conf, gres.conf, cgroup.conf, '
-            'slurmdbd.conf and the MariaDB drop-in]')
+    task = ('TASK [gpucluster.core.slurm : Check the munge key and the values written into slurm.conf, gres.conf, '
+            'cgroup.conf, slurmdbd.conf and the MariaDB drop-in]')
     _rc, out = _run_preflight(tmp_path, {
         'role_under_test': 'slurm', 'slurm_health_check': False, 'slurm_gpu_cores': {'0': '0-31', '1': '32-63'},
         'slurm_node_features': ['gpu', 'ib_hdr'], 'slurm_accounting_db_password': 'Good-Pass_123!',

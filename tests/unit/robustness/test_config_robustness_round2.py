@@ -143,6 +143,9 @@ _DICT = {'type': 'dict', 'default': {}}
 _STR = {'type': 'str', 'default': ''}
 _SECRET = {'type': 'str', 'default': '', 'no_log': True}
 _SECRET_DICT = {'type': 'dict', 'default': {}, 'no_log': True}
+_CHOICE = {'type': 'str', 'default': 'madvise', 'choices': ['always', 'madvise', 'never']}
+_RAW_CHOICE = {'type': 'raw', 'default': 'auto', 'choices': ['auto', True, False]}
+_LIST_CHOICES = {'type': 'list', 'elements': 'str', 'default': [], 'choices': ['marker', 'dcp']}
 _LIST_ACCEPTED = 'accepted: a list, such as ["a", "b"] (one item: ["a"]).'
 _STRING_NOT_LIST = 'it is a string, not a list (a string is never split into items: write ["..."] for one item)'
 
@@ -160,6 +163,11 @@ INPUT_CASES = [
     ('str-number', _STR, 12, []),
     ('secret-string', _SECRET, 'Sup3r-S3cret', []),
     ('raw-anything', {'type': 'raw', 'default': 'auto'}, True, []),
+    ('choice', _CHOICE, 'madvise', []),
+    ('choice-number-as-string', {'type': 'str', 'default': '1', 'choices': ['1', '2']}, 2, []),
+    ('choice-raw-boolean', _RAW_CHOICE, False, []),
+    ('choice-list', _LIST_CHOICES, ['dcp', 'marker'], []),
+    ('choice-null-unset', {'type': 'str', 'default': None, 'choices': ['a']}, None, []),
     # refused: a string where a list belongs (Ansible's own check would split it at commas, the role would walk it)
     ('list-bare-string', _LIST, 'mlx5_0', ['x = "mlx5_0" is not accepted: %s; %s' % (_STRING_NOT_LIST, _LIST_ACCEPTED)]),
     ('list-comma-string', _LIST, 'a,b', ['x = "a,b" is not accepted: %s; %s' % (_STRING_NOT_LIST, _LIST_ACCEPTED)]),
@@ -198,6 +206,19 @@ INPUT_CASES = [
                                              'mapping, such as {key: value}.']),
     ('str-mapping', _STR, {'braces': None}, ['x = {"braces": null} is not accepted: it is a mapping, not a string'
                                              + YAML_HINT + '; accepted: a string.']),
+    # refused: not one of the choices (Ansible's own check is not run by site.yml: this one says it)
+    ('choice-other', _CHOICE, 'sometimes', ['x = "sometimes" is not accepted: it is not one of the choices; '
+                                            'accepted: one of always, madvise, never.']),
+    ('choice-case', _CHOICE, 'Never', ['x = "Never" is not accepted: it is not one of the choices; '
+                                       'accepted: one of always, madvise, never.']),
+    ('choice-boolean-for-a-string', _CHOICE, True, ['x = true is not accepted: it is not one of the choices; '
+                                                    'accepted: one of always, madvise, never.']),
+    ('choice-raw-one-is-not-true', _RAW_CHOICE, 1, ['x = 1 is not accepted: it is not one of the choices; '
+                                                    'accepted: one of auto, true, false.']),
+    ('choice-raw-string-true', _RAW_CHOICE, 'true', ['x = "true" is not accepted: it is not one of the choices; '
+                                                     'accepted: one of auto, true, false.']),
+    ('choice-list-item', _LIST_CHOICES, ['dcp', 'zarr'], ['x[1] = "zarr" is not accepted: it is not one of the '
+                                                          'choices; accepted: any of marker, dcp (a list of them).']),
     # refused: secrets, named with their type only
     ('secret-mapping', _SECRET, {'Sup3r-S3cret': None},
      ['x is not accepted (value not shown): it is a mapping, not a string' + YAML_HINT + '; accepted: a string.']),
@@ -247,6 +268,32 @@ def test_every_role_default_passes_its_own_type_check(role):
     defaults = _load('roles', role, 'defaults', 'main.yml') or {}
     values = dict((k, v) for k, v in defaults.items() if not (isinstance(v, str) and '{{' in v))
     assert cv.input_type_errors(values, _options(role)) == []
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_every_choice_of_every_role_is_checked(role):
+    """site.yml runs no Ansible argument check (rolespec_validate: false): the type check refuses a value
+    outside an option's choices, for every option that has them."""
+    options = _options(role)
+    chosen = sorted(name for name, option in options.items() if option.get('choices'))
+    for name in chosen:
+        option = options[name]
+        value = ['not-a-choice'] if option.get('type') == 'list' else 'not-a-choice'
+        errors = cv.input_type_errors({name: value}, options)
+        assert len(errors) == 1 and errors[0].startswith(name) and 'it is not one of the choices' in errors[0], errors
+        good = option['choices'][:1] if option.get('type') == 'list' else option['choices'][0]
+        assert cv.input_type_errors({name: good}, options) == []
+
+
+def test_site_yml_imports_every_role_without_ansibles_own_check():
+    imported = []
+    for play in _load('playbooks', 'site.yml'):
+        assert 'roles' not in play, play['name']
+        for task in play.get('tasks') or []:
+            if 'ansible.builtin.import_role' in task:
+                imported.append(task['ansible.builtin.import_role']['name'].split('.')[-1])
+                assert task['ansible.builtin.import_role']['rolespec_validate'] is False, task['name']
+    assert sorted(set(imported)) == sorted(r for r in ROLES)
 
 
 def test_ansible_argument_validation_takes_a_string_as_a_list_but_not_for_the_role():
@@ -362,8 +409,9 @@ def test_every_preflight_task_that_reads_a_secret_is_no_log_and_names_it_only():
             checked.append('%s: %s' % (role, own.get('name')))
             assert own.get('no_log') is True, '%s: task %r reads %s without no_log' % (role, own.get('name'), sorted(secrets))
         assert not in_messages, '%s: task %r shows %s in a message' % (role, own.get('name'), sorted(in_messages))
-    # The type check of every role, and the secret checks of checkpoint_backup, monitoring and slurm.
-    assert len(checked) == len(ROLES) + 7, checked
+    # The type check of every role, and the secret checks of checkpoint_backup, monitoring (basic-auth users with the
+    # site CA, Alertmanager's settings) and slurm (the munge key with the values written into its files).
+    assert len(checked) == len(ROLES) + 5, checked
 
 
 @pytest.mark.parametrize('role', ROLES)
@@ -476,10 +524,18 @@ def test_monitoring_basic_auth_and_smtp_checks_render_names_only():
                      monitoring_basic_auth_users={'alice': 'ok-pass', 'bob': ['Sup3rList'], 'Sup3r S3cret': 'x', 'carol': ''},
                      monitoring_alertmanager_smtp={'smarthost': 'mail:25', 'auth_password': {'Sup3r-S3cret': None},
                                                    'Sup3rKey': None})
-    users = _task('monitoring', 'Check the basic-auth users (each needs a password)')
+    users = _task('monitoring', 'Check the basic-auth users (each needs a password) and the site CA (both files, or '
+                                'neither; secrets never shown)')
+    assert users['no_log'] is True
     smtp = _task('monitoring', 'Check the Alertmanager SMTP settings (values never shown)')
-    message, errors = _render_messages([(users, variables), (smtp, variables)])
-    assert ' 3 entries are not such a pair (names and passwords not shown)' in message
+    good = dict(variables, monitoring_basic_auth_users={'alice': 'ok-pass'}, monitoring_tls_ca_key='/nonexistent/Sup3r.key',
+                __monitoring_pki_dir='/controller/pki')
+    messages, errors, ca_only = _render_messages([(users, variables), (smtp, variables), (users, good)])
+    assert len(messages) == 1 and ' 3 entries are not such a pair (names and passwords not shown)' in messages[0]
+    message = messages[0]
+    assert len(ca_only) == 1 and ca_only[0].startswith('monitoring_tls_ca_cert and monitoring_tls_ca_key are both needed')
+    assert "got cert='' (exists: False), monitoring_tls_ca_key set: True (exists: False; its path is not shown)." in ca_only[0]
+    assert 'Sup3r' not in ca_only[0]
     assert errors == [
         'monitoring_alertmanager_smtp has 1 keys that are not setting names such as auth_password (letters and "_"; '
         'keys not shown)',

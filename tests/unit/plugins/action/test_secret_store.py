@@ -30,7 +30,7 @@ def _action(monkeypatch, secrets):
 
 def _params(tmp_path, **extra):
     params = dict(store=str(tmp_path / 'store'), cache=str(tmp_path / 'cache'), secret=['pki/ca.key', 'pw'],
-                  public=['pki/ca.crt'], generate=[], shared=[], held={}, rotate='', vault_id='')
+                  public=['pki/ca.crt'], directories=[], generate=[], shared=[], held={}, rotate='', vault_id='')
     params.update(extra)
     return params
 
@@ -79,6 +79,27 @@ def test_push_encrypts_secrets_keeps_certificates_and_pull_restores_a_fresh_work
     assert _mode(fresh / 'cache' / 'pki' / 'ca.key') == 0o600 and _mode(fresh / 'cache' / 'pki' / 'ca.crt') == 0o644
     assert _mode(fresh / 'cache' / 'pki') == 0o700
     assert action._pull(_params(fresh))['refreshed'] == []
+
+
+def test_pull_keeps_the_listed_directories_present_and_private(tmp_path, monkeypatch):
+    action = _action(monkeypatch, SITE)
+    # A new working copy: made, 0700, and named once; a rerun makes nothing.
+    first = action._pull(_params(tmp_path, directories=['monitoring-pki']))
+    assert first['directories'] == ['monitoring-pki'] and first['changed'] is False
+    assert _mode(tmp_path / 'cache' / 'monitoring-pki') == 0o700
+    assert action._pull(_params(tmp_path, directories=['monitoring-pki']))['directories'] == []
+    # A mode opened by hand is set back.
+    os.chmod(str(tmp_path / 'cache' / 'monitoring-pki'), 0o755)
+    assert action._pull(_params(tmp_path, directories=['monitoring-pki']))['directories'] == ['monitoring-pki']
+    assert _mode(tmp_path / 'cache' / 'monitoring-pki') == 0o700
+    # A pull that reports a problem (a secret it could not write encrypted: no vault password) makes nothing.
+    bare = _action(monkeypatch, [])
+    stopped = bare._pull(_params(tmp_path, directories=['elsewhere']))
+    assert stopped['problems'] and stopped['directories'] == [] and not (tmp_path / 'cache' / 'elsewhere').exists()
+    # A file in its place is an error naming it.
+    (tmp_path / 'cache' / 'other').write_text('x')
+    with pytest.raises(secret_store.AnsibleError, match='cache/other should be a directory of the working copy'):
+        action._pull(_params(tmp_path, directories=['other']))
 
 
 def test_pull_takes_the_store_over_a_stale_working_copy_and_a_changed_working_copy_is_pushed(tmp_path, monkeypatch):
