@@ -9,8 +9,8 @@
 #      GPU, kernel log, nvidia-smi failure and RDMA recordings), and so do the textfiles
 #      playbooks/validate.yml writes (tests/monitoring/validate_textfiles.py) and those of who uses the GPUs
 #      (the Slurm controller's metrics and the health program's job labels: tests/monitoring/usage_textfiles.py).
-# promtool comes from PATH, else from Debian's `prometheus` package unpacked (not installed)
-# into .cache/promtool via `apt-get download` (a Debian/Ubuntu controller with apt sources).
+# promtool comes from $PROMTOOL, PATH, or Debian's `prometheus` package unpacked (not installed)
+# into .cache/promtool (lab/promtool-path.sh, shared with molecule/storage/verify.yml).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -20,21 +20,7 @@ export ANSIBLE_CONFIG="$ROOT/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$ROOT/collec
 PLAYBOOK="${ANSIBLE_PLAYBOOK:-$ROOT/.venv/bin/ansible-playbook}"
 [ -x "$PLAYBOOK" ] || PLAYBOOK=ansible-playbook
 
-find_promtool() {
-  if [ -n "${PROMTOOL:-}" ]; then echo "$PROMTOOL"; return; fi
-  if command -v promtool >/dev/null 2>&1; then command -v promtool; return; fi
-  local cache="$ROOT/.cache/promtool"
-  if [ ! -x "$cache/usr/bin/promtool" ]; then
-    command -v apt-get >/dev/null 2>&1 || { echo "promtool.sh: no promtool on PATH and no apt-get to fetch Debian's; set PROMTOOL=/path/to/promtool" >&2; exit 2; }
-    mkdir -p "$cache/deb"
-    (cd "$cache/deb" && apt-get download prometheus >/dev/null 2>&1) \
-      || { echo "promtool.sh: apt-get download prometheus failed; set PROMTOOL=/path/to/promtool" >&2; exit 2; }
-    dpkg-deb -x "$cache"/deb/prometheus_*.deb "$cache"
-  fi
-  echo "$cache/usr/bin/promtool"
-}
-
-PROMTOOL="$(find_promtool)"
+PROMTOOL="$("$ROOT/lab/promtool-path.sh")"
 "$PROMTOOL" --version 2>&1 | head -1
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
