@@ -45,8 +45,11 @@ export LAB_NODES LAB_IMAGE
 SCENARIOS ?= $(shell lab/scenarios.sh)
 # Jobs at once in make test: the static checks and the molecule scenarios (lab/molecule-all.sh).
 TEST_JOBS ?= 3
-# pytest-xdist workers for the unit tests: one per CPU core of the machine.
+# pytest-xdist workers for the unit tests: one per CPU core of the machine. Each test module's tests go to one
+# worker (--dist loadscope): a module-scoped fixture that runs a playbook (the platform matrix, ~35 s) runs once,
+# not once per worker.
 UNIT_WORKERS ?= auto
+UNIT_DIST ?= loadscope
 # Every stage says when it ended and how long it took (lab/stage.sh).
 STAGE := lab/stage.sh
 
@@ -100,7 +103,7 @@ promtool: venv
 	@PYTHON=$(BIN)/python ANSIBLE_PLAYBOOK=$(BIN)/ansible-playbook $(STAGE) promtool tests/monitoring/promtool.sh
 
 units: venv
-	@$(STAGE) units pytest -q -n $(UNIT_WORKERS) tests/unit
+	@$(STAGE) units pytest -q -n $(UNIT_WORKERS) --dist $(UNIT_DIST) tests/unit
 
 molecule: venv images
 	@lab/molecule-all.sh $(SCENARIOS)
