@@ -31,6 +31,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpucluster.core.plugins.filter.health_check import health_threshold_errors
+from ansible_collections.gpucluster.core.plugins.filter import slurm
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_bounds
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_health as gh
 from ansible_collections.gpucluster.core.plugins.module_utils import gpu_kernel_log as kl
@@ -430,7 +431,6 @@ SLURM_PLAN = _record('slurm-node-plan', [
 def test_slurm_node_plan_ignores_a_process_name(module, real_fixtures_dir, case, name, problems, outcome):
     # gpu_facts on the real dual A5000 recording whose processes carry the name, then the slurm role's node
     # plan (plugins/filter/slurm.py) over those facts: no "GPU health critical" drain.
-    from ansible_collections.gpucluster.core.plugins.filter import slurm
     xml = module.tmp / 'smi.xml'
     xml.write_text(_names(_read(real_fixtures_dir, DUAL), name))
     how, result = module(('cat "%s"\n' % xml).encode())

@@ -10,6 +10,7 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.core.plugins.filter import nvidia
+from ansible_collections.gpucluster.core.plugins.module_utils import gpu_probe
 
 
 def _own(own_fixtures_dir, name):
@@ -296,7 +297,6 @@ PCI_CLASSES = [
 
 @pytest.mark.parametrize('pci_class,kind', PCI_CLASSES)
 def test_pci_rule_is_shared(tmp_path, pci_class, kind):
-    from ansible_collections.gpucluster.core.plugins.module_utils import gpu_probe
     devices = nvidia.nvidia_pci_devices('0000:41:00.0 0x10de %s 0x2330\n0000:00:02.0 0x8086 0x030000 0x3e92\n' % pci_class)
     assert [d['kind'] for d in devices] == [kind]
     device = tmp_path / 'bus' / 'pci' / 'devices' / '0000:41:00.0'

@@ -9,6 +9,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpucluster.core.plugins.filter import slurm as s
+from ansible_collections.gpucluster.core.plugins.module_utils.gpu_smi_xml import parse_nvidia_smi_xml
 
 
 def _gpu(*devices):
@@ -138,7 +139,6 @@ def test_mixed_gpu_types_and_core_affinity():
 
 
 def test_real_recording_through_the_gpu_parser(real_fixtures_dir):
-    from ansible_collections.gpucluster.core.plugins.module_utils.gpu_smi_xml import parse_nvidia_smi_xml
     with open(os.path.join(real_fixtures_dir, '01_nvidia_smi_xml', 'telegraf__dual_a5000-v13.xml')) as f:
         parsed = parse_nvidia_smi_xml(f.read())
     gres = s.node_gres(dict(parsed, present=True))

@@ -7,6 +7,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpucluster.core.plugins.filter.nvidia import nvidia_debian_sources
+from ansible_collections.gpucluster.core.plugins.filter.apt_sources import apt_site_repository_errors
 from ansible_collections.gpucluster.core.plugins.module_utils import apt_sources
 
 # Debian 12's installer writes the one-line format; non-free-firmware is not non-free.
@@ -127,7 +128,6 @@ def test_a_bad_site_repository_is_refused_naming_the_variable(repository, says):
 
 
 def test_the_filter_adapts_and_names_the_variable():
-    from ansible_collections.gpucluster.core.plugins.filter.apt_sources import apt_site_repository_errors
     assert apt_site_repository_errors(_SITE, 'slurm_apt_repository') == []
     assert apt_site_repository_errors({'uris': 'x'}, 'my_repo')[0].startswith('my_repo.uris')
     with pytest.raises(Exception, match='name the variable'):

@@ -16,6 +16,7 @@ import yaml
 
 from ansible_collections.gpucluster.core.plugins.filter.platforms import FilterModule
 from ansible_collections.gpucluster.core.plugins.module_utils import platforms
+from ansible_collections.gpucluster.core.plugins.module_utils import slurm_versions
 
 REPO = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
 
@@ -47,7 +48,6 @@ def test_slurm_and_munge_archive_versions(distribution, version, slurm, munge):
 
 def test_every_slurm_release_of_the_table_is_one_slurm_versions_knows():
     # The upgrade window and the cross-node rule judge these versions: each major release must be known there.
-    from ansible_collections.gpucluster.core.plugins.module_utils import slurm_versions
     for release, packages in platforms.ARCHIVE.items():
         if 'slurm-wlm' in packages:
             assert slurm_versions.major_release(packages['slurm-wlm']) in slurm_versions.RELEASES, release

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpucluster.core.plugins.module_utils import slurm_versions as sv
+from ansible_collections.gpucluster.core.plugins.filter import slurm_versions as fsv
 
 
 # The guide's table "Compatible Prior Version", plus its text for 23.11 (two releases before 24.11).
@@ -148,7 +149,6 @@ def test_the_role_runs_slurm_22_05_and_newer(version, refused):
 
 
 def test_the_filter_names_the_platform_from_the_facts():
-    from ansible_collections.gpucluster.core.plugins.filter import slurm_versions as fsv
     facts = {'distribution': 'Ubuntu', 'distribution_version': '22.04'}
     assert 'on Ubuntu 22.04 (jammy)' in fsv.slurm_support_errors('21.08.5', facts)[0]
     assert fsv.slurm_support_errors('23.11.4', facts) == []
