@@ -14,13 +14,13 @@ import pytest
 
 SCRIPT = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'lab', 'promtool-path.sh')
 TOOLS = ('bash', 'sh', 'dirname', 'mkdir', 'mktemp', 'flock', 'rm', 'mv', 'dpkg-deb', 'tar', 'cat', 'sleep', 'cp',
-         'xz', 'gzip', 'zstd')
+         'xz', 'gzip', 'zstd', 'timeout')
 
 APT_GET = """#!/bin/sh
 # Stand-in for `apt-get download prometheus`: counts its calls, is slow enough for a second fetcher to wait on the
-# first, and leaves the package in the current directory (or fails, when FAIL is set).
+# first, and leaves the package in the current directory (or fails, when FAIL is set; hangs for HANG seconds).
 echo "$@" >> "%(calls)s"
-sleep 1
+sleep ${HANG:-1}
 [ -z "$FAIL" ] || exit 100
 cp "%(deb)s" ./prometheus_2.42.0+ds-5_amd64.deb
 """
@@ -99,5 +99,16 @@ def test_a_failed_fetch_says_what_to_set_and_leaves_nothing_behind(tree):
     proc = _run(root, env, FAIL='1')
     out, err = proc.communicate()
     assert (proc.returncode, out) == (2, '')
-    assert err == 'promtool-path.sh: apt-get download prometheus failed; set PROMTOOL=/path/to/promtool\n'
+    assert err == ('promtool-path.sh: apt-get download prometheus failed or took longer than 300 s'
+                   ' (PROMTOOL_FETCH_TIMEOUT); set PROMTOOL=/path/to/promtool\n')
+    assert os.listdir(str(root / '.cache')) == ['promtool.lock']
+
+
+def test_a_fetch_that_hangs_is_stopped_at_its_limit(tree):
+    root, env, calls = tree
+    proc = _run(root, env, HANG='60', PROMTOOL_FETCH_TIMEOUT='2')
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out) == (2, '')
+    assert 'took longer than 2 s (PROMTOOL_FETCH_TIMEOUT)' in err
+    assert calls.read_text() == 'download prometheus\n'
     assert os.listdir(str(root / '.cache')) == ['promtool.lock']
