@@ -54,7 +54,7 @@ open(sys.argv[1], "w").write("%.1f" % (r.ru_utime + r.ru_stime))
 sys.exit(rc)' "$CPU_FILE" "$@"
 }
 
-declare -A SECS
+declare -A SECS CPUS
 failed=()
 timed() {  # key, label, log, command...; returns the command's exit status
   local key=$1 label=$2 log=$3; shift 3
@@ -70,6 +70,7 @@ timed() {  # key, label, log, command...; returns the command's exit status
   # Where the CPU went: the controller (ansible-playbook and its workers, ssh) and the nodes (their
   # Python running each module). At a site every node has its own cores; in the lab all share these.
   cpu=$(cat "$CPU_FILE" 2>/dev/null || echo '?')
+  CPUS[$key]=$cpu
   if [[ $key != *:first && $n0 -ge 0 && $n1 -ge 0 ]]; then
     printf '  %-32s controller %s s, nodes %s s (%s s per node)\n' "  CPU" "$cpu" \
       "$(awk -v a="$n0" -v b="$n1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')" \
@@ -153,6 +154,15 @@ if [[ "${BENCH_LAB:-1}" == 1 ]]; then
     if [[ -n "${SECS[$last:rerun]:-}" && -n "${SECS[$first:rerun]:-}" ]]; then
       echo "== re-run at $last nodes / re-run at $first nodes: $(awk -v a="${SECS[$last:rerun]}" -v b="${SECS[$first:rerun]}" 'BEGIN { printf "%.2f", a / b }')"
     fi
+    # What scales: the controller's CPU each node adds to a run, and the part every run pays once (starting
+    # Ansible, loading the playbook, the preload), from the two sizes' CPU (a straight line through both).
+    for run in rerun full check; do
+      a=${CPUS[$first:$run]:-?} b=${CPUS[$last:$run]:-?}
+      [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]] || continue
+      awk -v a="$a" -v b="$b" -v n="$first" -v m="$last" -v run="$run" 'BEGIN {
+        slope = (b - a) / (m - n); fixed = a - slope * n
+        printf "== controller CPU, %s: %.1f s per node added (%d to %d nodes), %.1f s paid once per run\n", run, slope, n, m, fixed }'
+    done
   fi
   # The lab is left down: the machine's cores go back to whoever shares it.
   lab/lab.sh down >/dev/null
