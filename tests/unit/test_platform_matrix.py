@@ -114,6 +114,10 @@ REFUSAL_SITE = {
 
 # ------------------------------------------------------------------ what each host must do
 
+# slurm's check of its repository, the pins and the release (tasks/pins.yml).
+SLURM_PINS_CHECK = ("Check slurm_apt_repository, slurm_version and slurm_munge_version against the node's release archive,"
+                    " and the Slurm release")
+
 # The Slurm and munge versions each host's preflight resolves, and where they come from: the release's archive (the
 # platform table, an empty pin), the site's repository (the example's pin, jammy's munge), or the site's pins on EL (EPEL 9,
 # RHEL 9's munge). A host refused before it resolves has none.
@@ -147,7 +151,7 @@ EXPECTED.update({
     ('health_check', 'debian13-ppc64le'): PASSED,
     # The archive's Slurm on Ubuntu 22.04 without a site repository.
     ('os_tuning', 'ubuntu2204-archive-slurm'): PASSED,
-    ('slurm', 'ubuntu2204-archive-slurm'): ('refused', 'Check the Slurm release is one the role runs', [
+    ('slurm', 'ubuntu2204-archive-slurm'): ('refused', SLURM_PINS_CHECK, [
         'slurm_version %s on Ubuntu 22.04 (jammy) is older than Slurm 22.05, the oldest release the slurm role runs'
         % platforms.archive_version('Ubuntu', '22.04', 'slurm-wlm'),
         'Add a package repository with Slurm 22.05 or newer (slurm_apt_repository) and set slurm_version',

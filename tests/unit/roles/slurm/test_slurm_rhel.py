@@ -122,14 +122,14 @@ CASES = [
                    'hold': ['munge', 'slurm', 'slurm-slurmctld', 'slurm-slurmdbd', 'slurm-slurmd', 'slurm-pam_slurm']})),
     # No pins: EPEL keeps no version to default to; the message names both variables and the platform.
     ('rocky94-empty', ROCKY94, dict(_CLUSTER), {},
-     ('refused', "Check slurm_version and slurm_munge_version against what the node's release archive offers",
+     ('refused', "Check slurm_apt_repository, slurm_version and slurm_munge_version against the node's release archive, and the Slurm release",
       ['rocky94-empty: slurm_munge_version is empty',
        'slurm_version is empty, which means the slurm version the node\'s archive offers, but Rocky 9.4 has none this '
        'collection can record (docs/platforms.md: EPEL keeps only its newest build, a site repository '
        '(slurm_dnf_repository) its own): set slurm_version to the upstream version (the part before "-") that this '
        'host\'s package sources offer (dnf repoquery --available slurm lists them)', 'Nothing was changed.'])),
     ('rhel94-empty', RHEL94, dict(_CLUSTER, slurm_munge_version='0.5.13'), {},
-     ('refused', "Check slurm_version and slurm_munge_version against what the node's release archive offers",
+     ('refused', "Check slurm_apt_repository, slurm_version and slurm_munge_version against the node's release archive, and the Slurm release",
       ['rhel94-empty: slurm_version is empty', 'RedHat 9.4 has none this collection can record',
        'set slurm_version to the upstream version'])),
     ('rocky94-not-offered', ROCKY94, dict(_CLUSTER, slurm_version='24.11.6', slurm_munge_version='0.5.13'),
