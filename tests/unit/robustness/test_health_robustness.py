@@ -648,7 +648,7 @@ _PLAY = """- name: Run one role's preflight
 SLURM_TASK = ('TASK [gpucluster.core.slurm : Check this host\'s part, pam_slurm_adopt, the limits, names, plugins, timeouts and GPU usage'
               ' settings (every failing check is listed)]')
 HEALTH_TASK = ("TASK [gpucluster.core.health_check : Check the health_check inputs, the health program's timeouts, RDMA "
-               "ports and thresholds (every failing check is listed)]")
+               "ports, thresholds and the node's Python (every failing check is listed)]")
 
 PREFLIGHT_CASES = [
     ('slurm-budget-not-below-interval',
@@ -671,6 +671,13 @@ PREFLIGHT_CASES = [
      {'role_under_test': 'health_check', 'health_check_timeout': 34, 'slurm_health_check_program_timeout': 35},
      HEALTH_TASK, 'health_check_timeout = 34 (seconds nvidia-smi may take) is not accepted with '
                   'slurm_health_check_program_timeout = 35'),
+    # The node's Python is judged in the same task, after the inputs: a program that prints nothing and fails.
+    ('health-check-python-not-runnable',
+     {'role_under_test': 'health_check', 'health_check_python': '/bin/false'},
+     HEALTH_TASK, 'health_check_python=/bin/false must be Python 3.9 or newer on the node (got exit 1).'),
+    ('health-check-python-missing',
+     {'role_under_test': 'health_check', 'health_check_python': '/nonexistent/python3'},
+     HEALTH_TASK, 'health_check_python=/nonexistent/python3 must be Python 3.9 or newer on the node (got exit 2: Error executing command.)'),
 ]
 
 
