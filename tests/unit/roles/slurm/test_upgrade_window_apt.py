@@ -11,7 +11,6 @@ __metaclass__ = type
 
 import json
 import os
-import stat
 import subprocess
 import sys
 
@@ -55,7 +54,7 @@ def played(tmp_path_factory):
     stubs = work / 'stubs'
     (stubs / 'answers').mkdir(parents=True)
     (stubs / 'dpkg-query').write_text(STAND_IN)
-    (stubs / 'dpkg-query').chmod(0o755 | stat.S_IXUSR)
+    (stubs / 'dpkg-query').chmod(0o755)
     for host, (_version, out, err, rc, _expected) in CASES.items():
         (stubs / 'answers' / host).write_text('OUT=%s\nERR=%s\nRC=%d\n' % (
             "'" + out.replace("'", "'\\''") + "'", "'" + err.replace("'", "'\\''") + "'", rc))
