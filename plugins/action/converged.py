@@ -156,7 +156,7 @@ class ActionModule(ActionBase):
                 return result
             # A fingerprint that cannot be computed is never a skip: the full path runs, and nothing is
             # recorded (there would be nothing to compare the next run with).
-            result.update(changed=False, converged=False, recordable=False, fingerprint=None, outputs={},
+            result.update(changed=False, converged=False, recordable=False, fingerprint=None, outputs={}, packages={},
                           reasons=['the fingerprint of %s cannot be computed on the controller: %s'
                                    % (role, to_native(exc)[:300])])
             return result
@@ -182,9 +182,10 @@ class ActionModule(ActionBase):
                       and list(task_vars.get('ansible_run_tags') or ['all']) == ['all']
                       and not (skipped and skipped & role_tags(self._task._role._role_path)))
         if not switch:
-            result.update(changed=False, converged=False, recordable=recordable, fingerprint=fingerprint, outputs={},
-                          reasons=['gpucluster_fast_path is false: the full path runs'])
-            return result
+            # Nothing is compared and the record stays; the packages are still observed (one dpkg-query or rpm
+            # read) so that the full path can leave out an install that would change nothing.
+            args['compare'] = False
+            args['manages'] = {'packages': manages.get('packages') or []}
         module = self._execute_module(module_name='gpucluster.core.converged', module_args=args, task_vars=task_vars)
         result.update(module)
         if not module.get('failed'):

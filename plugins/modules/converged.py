@@ -20,6 +20,9 @@ description:
   - The action plugin computes the fingerprint from the role's code and the collection's plugins, the role's own
     variables, the site switches, the facts the role reads and the inputs it declares; it sends only digests.
     C(gpucluster_fast_path=false) turns the comparison off (the full path runs; the record is still written).
+  - With O(state=check) the result also holds RV(packages), the installed versions of the role's packages as
+    observed, so that the full path can leave out an install that would change nothing (apt's
+    C(state=present) of names already at their pins; the filter C(gpucluster.core.apt_request_installed)).
 author:
   - gpucluster.core maintainers (@gpucluster)
 attributes:
@@ -85,6 +88,13 @@ options:
         from the play; those variables are never part of the fingerprint. Stored on the node in the clear, so
         never a secret.
     type: dict
+  compare:
+    description:
+      - With O(state=check), V(false) observes the packages only and compares nothing (the action plugin sets it when
+        C(gpucluster_fast_path) is false). RV(converged) is then false and the record stays as it is (the full path's
+        O(state=record) writes it again only where it differs, so a full run of a converged node changes nothing).
+    type: bool
+    default: true
   record_dir:
     description: Directory of the records.
     type: path
@@ -152,6 +162,13 @@ record_path:
   description: The record's path on the node.
   returned: always
   type: str
+packages:
+  description:
+    - With O(state=check), each package of C(manages.packages) as observed now, C(version) (None when it is not
+      installed) and C(held); empty when the fingerprint could not be computed (nothing was observed).
+  returned: with O(state=check)
+  type: dict
+  sample: {restic: {version: 0.14.0-1+b5, held: true}}
 '''
 
 import errno
@@ -338,6 +355,7 @@ def main():
             facts=dict(type='list', elements='str'),
             manages=dict(type='dict'),
             outputs=dict(type='dict'),
+            compare=dict(type='bool', default=True),
             record_dir=dict(type='path', default='/var/lib/gpucluster/converged'),
             probe_timeout=dict(type='int', default=10),
         ),
@@ -362,12 +380,15 @@ def main():
     observed = observe(module, manages, timeout)
 
     if module.params['state'] == 'check':
-        record = read_record(path)
-        converged, reasons = cs.decide(role, record, fingerprint, observed)
-        if record is not None and not isinstance(record, dict):
-            module.warn('converged: %s' % reasons[0])
+        if module.params['compare']:
+            record = read_record(path)
+            converged, reasons = cs.decide(role, record, fingerprint, observed)
+            if record is not None and not isinstance(record, dict):
+                module.warn('converged: %s' % reasons[0])
+        else:
+            record, converged, reasons = None, False, ['gpucluster_fast_path is false: the full path runs']
         invalidated = False
-        if not converged and not module.check_mode and os.path.lexists(path):
+        if not converged and module.params['compare'] and not module.check_mode and os.path.lexists(path):
             try:
                 os.unlink(path)
                 invalidated = True
@@ -376,7 +397,7 @@ def main():
                                      % (path, to_native(err)), reasons=reasons)
         outputs = (record.get('outputs') or {}) if converged else {}
         module.exit_json(changed=False, converged=converged, reasons=reasons, fingerprint=fingerprint,
-                         invalidated=invalidated, record_path=path, outputs=outputs)
+                         invalidated=invalidated, record_path=path, outputs=outputs, packages=observed['packages'])
 
     text = record_text(cs.record_document(role, fingerprint, observed, module.params['outputs']))
     current = read_record(path)

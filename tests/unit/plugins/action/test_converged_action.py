@@ -101,7 +101,9 @@ def test_record_fast_path_and_what_changed(play):
         result = run(*(peers + ('-e', value)))
         assert result['converged'] is converged, value
         if not converged:
+            # Nothing compared, the packages observed (none here), the record kept.
             assert result['reasons'] == ['gpucluster_fast_path is false: the full path runs']
+            assert (result['packages'], result['invalidated'], result['recordable']) == ({}, False, True)
 
 
 def test_a_run_with_tags_or_in_check_mode_records_nothing(play):

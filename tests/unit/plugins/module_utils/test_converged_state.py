@@ -181,3 +181,41 @@ def test_a_changed_variable_is_always_seen(name, a, b):
         assert cs.fingerprint_reasons(before, after) == ['variables changed: %s' % name]
     else:
         assert cs.fingerprint_reasons(before, after) == []
+
+
+OBSERVED = {'restic': {'version': '0.14.0-1+b5', 'held': True}, 'chrony': {'version': '4.3-2+deb12u1', 'held': False},
+            'munge': {'version': None, 'held': False}}
+
+
+@pytest.mark.parametrize('request_, installed', [
+    ('chrony', True),
+    (['chrony'], True),
+    (['restic=0.14.0-*', 'chrony'], True),
+    (['restic=0.14.0-1+b5'], True),
+    # apt's version wildcards are fnmatch patterns over the whole version.
+    (['restic=0.14.*'], True),
+    (['restic=0.14.0'], False),
+    (['restic=0.15.0-*'], False),
+    (['restic=0.14.0-?'], False),
+    # Not installed, not observed, or a form this does not judge as apt does: the install runs.
+    (['chrony', 'munge'], False),
+    (['nfs-common'], False),
+    (['restic>=0.14.0'], False),
+    (['restic=='], False),
+    (['restic='], False),
+    (['chrony:amd64'], False),
+    (['chron*'], False),
+    (['Chrony'], False),
+    ([], False),
+    ('', False),
+    ([None], False),
+    ({'chrony': 1}, False),
+])
+def test_an_install_that_would_change_nothing(request_, installed):
+    assert cs.apt_request_installed(request_, OBSERVED) is installed
+
+
+@pytest.mark.parametrize('packages', [None, [], 'chrony', {'chrony': '4.3'}, {'chrony': {'version': 4.3}},
+                                      {'chrony': {'version': ''}}])
+def test_an_observation_that_cannot_be_read_runs_the_install(packages):
+    assert cs.apt_request_installed(['chrony'], packages) is False

@@ -140,6 +140,22 @@ def test_a_probe_that_hangs_is_cut_off_and_counts_as_changed(node):
         assert json.load(handle)['state']['probes'] == {'hang': 'timeout or not runnable'}
 
 
+def test_without_comparing_the_packages_are_observed_and_the_record_stays(node, monkeypatch):
+    conf, records, call = node
+    call('record')
+    seen = {'restic': {'version': '0.14.0-1+b5', 'held': True}}
+    monkeypatch.setattr(converged, 'observe_packages', lambda module, names, timeout: dict((n, seen[n]) for n in names))
+    # The record stays, so that recording the same state after the full path changes nothing.
+    for check in (True, False):
+        how, result = call(check=check, compare=False, manages={'packages': ['restic']})
+        assert (how, result['converged'], result['invalidated']) == ('exit', False, False)
+        assert result['reasons'] == ['gpucluster_fast_path is false: the full path runs']
+        assert result['packages'] == seen and result['outputs'] == {}
+        assert (records / 'os_tuning.json').exists()
+    # A comparing check returns what it observed too.
+    assert call(manages={'packages': ['restic']})[1]['packages'] == seen
+
+
 @pytest.mark.skipif(not os.path.exists('/usr/bin/dpkg-query'), reason='needs a Debian-family machine (dpkg-query)')
 def test_packages_are_read_from_the_package_database():
     class Module(object):
