@@ -418,7 +418,8 @@ def test_every_condition_of_the_full_path_evaluates_in_order_on_el(facts, check_
                 jobs.append({'role': 'slurm', 'variables': variables, 'expression': _condition(conditions)})
             if task.get('register'):
                 registered[task['register']] = {'changed': False, 'rc': 0, 'msg': '', 'results': [], 'stdout': '',
-                                                'stdout_lines': [], 'stat': {'exists': True}, 'skipped': False}
+                                                'stdout_lines': [], 'stat': {'exists': True}, 'skipped': False,
+                                                'contents': {}}
             for fact in task.get('ansible.builtin.set_fact') or {}:
                 registered[fact] = _SET_FACTS[fact]
     assert jobs
