@@ -556,13 +556,14 @@ PREFLIGHT_CASES = [
      "['checkpoint_backup_conventions = \"marker\" is not accepted: it is a string, not a list"),
     ('nfs-client-with-no-root-squash-export', 'accepted', NO_ROOT_SQUASH, {}, None, None),
     # The three schedules are checked by one systemd-analyze run: each one it cannot parse is named with its own
-    # line, the good one between them is not.
+    # line, the good one between them is not, even where its text is a quoted part of a bad one.
     ('two-bad-schedules-of-three', 'refused', NO_ROOT_SQUASH,
-     {'checkpoint_backup_schedule': 'every tuesday-ish', 'checkpoint_backup_check_schedule': 'daily-ish'},
+     {'checkpoint_backup_schedule': "every 'daily' tuesday", 'checkpoint_backup_forget_schedule': 'daily',
+      'checkpoint_backup_check_schedule': 'daily-ish'},
      NODE_CHECKS,
-     repr(['%s must be a systemd calendar expression such as hourly, daily or \'Sun *-*-* 04:00:00\' (got "%s"): '
-           "Failed to parse calendar specification '%s': Invalid argument" % (name, value, value)
-           for name, value in (('checkpoint_backup_schedule', 'every tuesday-ish'),
+     repr(['%s must be a systemd calendar expression such as hourly, daily or \'Sun *-*-* 04:00:00\' (got %s): '
+           "Failed to parse calendar specification '%s': Invalid argument" % (name, json.dumps(value), value)
+           for name, value in (('checkpoint_backup_schedule', "every 'daily' tuesday"),
                                ('checkpoint_backup_check_schedule', 'daily-ish'))])),
     # The backup host is a Slurm compute node (pam_slurm_adopt on by the slurm role's default): the backup account
     # must be exempt there, or every backup is refused at login.
