@@ -9,10 +9,9 @@ kernel module reports, and which driver a CUDA toolkit needs.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import fnmatch
 import re
 
-from ansible_collections.gpucluster.core.plugins.module_utils import apt_sources, nvidia_packages
+from ansible_collections.gpucluster.core.plugins.module_utils import apt_sources, apt_specs, nvidia_packages
 from ansible_collections.gpucluster.core.plugins.module_utils.gpu_probe import nvidia_pci_kind
 from ansible_collections.gpucluster.core.plugins.module_utils.stack_versions import parse_proc_driver_version
 from ansible_collections.gpucluster.core.plugins.module_utils.text_bounds import quote
@@ -535,13 +534,8 @@ def apt_specs_unsatisfied(specs, dpkg_lines, architecture=None):
         ok = len(fields) >= 3 and fields[2][:2] in ('ii', 'hi')
         # Every line of the node's own architecture counts: one not installed (or another version) is unsatisfied.
         installed.setdefault(name, []).append(fields[1] if ok else None)
-    missing = []
-    for spec in specs:
-        name, _sep, glob = str(spec).partition('=')
-        versions = installed.get(name) or [None]
-        if any(version is None or (glob and not fnmatch.fnmatchcase(version, glob)) for version in versions):
-            missing.append(spec)
-    return missing
+    # The decision itself (as apt's state=present judges a spec) is module_utils/apt_specs.py's.
+    return [spec for spec in specs if not apt_specs.spec_satisfied(str(spec), installed.get(apt_specs.spec_name(spec)))]
 
 
 _EXPECTED = {

@@ -18,11 +18,9 @@ dicts: standard library only, Python 3.9+.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import fnmatch
 import hashlib
 import json
 import math
-import re
 
 # The format of the record a node keeps. A record of another format (an older or newer collection)
 # is never trusted: the full path runs and writes the current one.
@@ -259,38 +257,3 @@ def decide(role, record, fingerprint_record, observed):
     reasons = fingerprint_reasons(record.get('fingerprint'), fingerprint_record)
     reasons.extend(compare_state(record.get('state'), observed))
     return not reasons, reasons
-
-
-# A name as apt takes it (a version or an architecture follows it, never part of it).
-_APT_NAME = re.compile(r'^[a-z0-9][a-z0-9+.-]+\Z')
-
-
-def apt_request_installed(request, packages):
-    """True when an ``ansible.builtin.apt`` install with ``state: present`` of ``request`` (a name or a list
-    of names, each ``NAME`` or ``NAME=VERSION`` with apt's wildcards) would change nothing on the node,
-    judged as that module judges it: every name is installed, and where a version is given the installed
-    one matches it (``fnmatch``). ``packages`` is what the converged module observed (name ->
-    ``{'version': ...}``, None when not installed).
-
-    Whatever this cannot judge the way apt does gives False, and the install runs: a name that was not
-    observed (a virtual package, one the role's fast path does not list), ``>=``, an architecture, a name
-    wildcard, an empty request, anything that is not text. The converse is deliberate: a newer Debian
-    revision that also matches ``NAME=VER-*`` is not taken by a run that skips the install (an upgrade is
-    a change of the pin, which the apt task then makes)."""
-    if isinstance(request, str):
-        request = [request]
-    if not isinstance(request, (list, tuple)) or not request or not isinstance(packages, dict):
-        return False
-    for spec in request:
-        if not isinstance(spec, str):
-            return False
-        name, sep, version = spec.partition('=')
-        if not _APT_NAME.match(name) or (sep and (not version or version.startswith('='))):
-            return False
-        seen = packages.get(name)
-        installed = seen.get('version') if isinstance(seen, dict) else None
-        if not isinstance(installed, str) or not installed:
-            return False
-        if sep and not fnmatch.fnmatchcase(installed, version):
-            return False
-    return True
